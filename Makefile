@@ -1,0 +1,55 @@
+# The book's two commands:  make book   and   make test   (see README.md)
+SHELL := /bin/bash
+.SHELLFLAGS := -eo pipefail -c
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+MATHJAX_VERSION := 3.2.2
+MATHJAX := .cache/mathjax/mathjax/es5/tex-mml-chtml.js
+# pip's configured extra indexes that do not exist on every machine print noise; drop it
+PIPQUIET := grep -v "is ignored: it is neither a file nor a directory" || true
+
+.PHONY: book test chapter bench setup mathjax clean list
+.DEFAULT_GOAL := book
+
+## make book: venv + install, execute changed chapters with papermill, build _build/html
+book: setup
+	$(BIN)/python tools/book.py build
+
+## make test: library tests, every chapter executed, strict HTML build, browser check
+test: setup
+	$(BIN)/python -m pytest
+
+## make chapter CH=01 ARGS="-p T 24": re-execute one chapter with other parameters
+chapter: setup
+	@test -n "$(CH)" || { echo 'usage: make chapter CH=01 ARGS="-p NAME VALUE ..."'; exit 2; }
+	$(BIN)/python tools/book.py chapter $(CH) $(ARGS)
+
+list: setup
+	$(BIN)/python tools/book.py list
+
+## make bench: the speed benchmarks (ratios against the reference implementations)
+bench: setup
+	$(BIN)/python benchmarks/run.py
+
+setup: $(STAMP) $(MATHJAX)
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else "Python 3.11 is required")'
+	$(BIN)/python -m pip install --quiet --upgrade pip 2>&1 | $(PIPQUIET)
+	$(BIN)/python -m pip install --quiet -e '.[test]' 2>&1 | $(PIPQUIET)
+	@touch $@
+
+# MathJax is served from the build (the book works offline): npm registry -> .cache/mathjax
+mathjax: $(MATHJAX)
+$(MATHJAX):
+	@command -v npm >/dev/null || { echo "npm is needed to install MathJax (Debian: apt-get install npm)"; exit 2; }
+	npm install --silent --no-save --no-audit --no-fund --prefix .cache/npm mathjax@$(MATHJAX_VERSION)
+	rm -rf .cache/mathjax && mkdir -p .cache/mathjax/mathjax
+	cp -r .cache/npm/node_modules/mathjax/es5 .cache/mathjax/mathjax/es5
+	@test -f $@
+
+clean:
+	rm -rf _build book/[0-9][0-9]_*.ipynb

@@ -1,0 +1,29 @@
+"""lib: the small library behind the book *What recurrent networks really compute*.
+
+Modules, by subject:
+    linear_rnn   linear RNNs, Markov parameters, causal convolutions, Vandermonde realization
+    data         the S1 recording and the protein secondary-structure set (checksummed)
+    plotting     the book's single matplotlib style
+
+Every function takes tensors and plain numbers, returns tensors, works in float64 by
+default and validates its arguments before doing any work.
+"""
+from .linear_rnn import (
+    LinearRNN,
+    causal_conv,
+    chebyshev_nodes,
+    equispaced_nodes,
+    impulse_response,
+    vandermonde_matrix,
+    vandermonde_realization,
+)
+
+__all__ = [
+    "LinearRNN",
+    "causal_conv",
+    "chebyshev_nodes",
+    "equispaced_nodes",
+    "impulse_response",
+    "vandermonde_matrix",
+    "vandermonde_realization",
+]

@@ -1,0 +1,57 @@
+"""Input validation shared by the library's public functions.
+
+Every public function validates its arguments *before* doing any work and raises
+``ValueError`` (or ``TypeError``) with a message that names the argument, the value
+it received and the accepted range.  Nothing here is specific to one paper.
+"""
+from __future__ import annotations
+
+import math
+from numbers import Integral, Real
+
+import torch
+
+DTYPE = torch.float64
+
+
+def positive_int(name: str, value, minimum: int = 1) -> int:
+    """Return ``value`` as an ``int`` after checking ``value >= minimum``."""
+    if isinstance(value, bool) or not isinstance(value, Integral):
+        raise TypeError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    if value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value}")
+    return int(value)
+
+
+def positive_real(name: str, value, *, upper: float | None = None, upper_name: str = "") -> float:
+    """Return ``value`` as a float after checking ``0 < value`` (and ``value < upper``)."""
+    if isinstance(value, bool) or not isinstance(value, Real):
+        if isinstance(value, torch.Tensor) and value.numel() == 1:
+            value = value.item()
+        else:
+            raise TypeError(f"{name} must be a real number > 0, got {value!r}")
+    value = float(value)
+    if not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{name} must be a finite real number > 0, got {value}")
+    if upper is not None and value >= upper:
+        reason = f" ({upper_name})" if upper_name else ""
+        raise ValueError(f"{name} must be < {upper}{reason}, got {value}")
+    return value
+
+
+def as_tensor(name: str, value, ndim: int | tuple[int, ...], dtype=DTYPE) -> torch.Tensor:
+    """Convert to a floating tensor and check its number of dimensions."""
+    if not isinstance(value, torch.Tensor):
+        try:
+            value = torch.as_tensor(value, dtype=dtype)
+        except Exception as exc:  # noqa: BLE001 - re-raised with context
+            raise TypeError(f"{name} must be a tensor or array, got {type(value).__name__}") from exc
+    if not value.is_floating_point() and not value.is_complex():
+        value = value.to(dtype)
+    dims = (ndim,) if isinstance(ndim, int) else ndim
+    if value.ndim not in dims:
+        want = " or ".join(str(d) for d in dims)
+        raise ValueError(f"{name} must have {want} dimensions, got shape {tuple(value.shape)}")
+    if not torch.isfinite(value).all():
+        raise ValueError(f"{name} contains NaN or infinite entries")
+    return value

@@ -1,0 +1,227 @@
+"""The two real data sets of the papers, located, checksum-verified and parsed.
+
+* ``s1``: macaque S1 spike counts and hand velocity (Emami et al., Section 5.2), from
+  Benjamin et al. (2018), file ``data/s1_data.mat`` of the KordingLab/spykesML repository.
+* ``protein``: the Qian & Sejnowski (1988) protein secondary-structure set used by
+  Sperduti (2015, Section 4), from the UCI Machine Learning Repository.
+
+Where a file is looked for, in order:
+1. the ``path`` argument (a file or a folder holding the file);
+2. the folder in the environment variable ``RNNBOOK_DATA`` (when set);
+3. the project's ``shared/data`` folder (``../shared/data`` beside the repository);
+4. the user cache (``pooch.os_cache("rnnbook")``, or ``RNNBOOK_CACHE`` when set);
+5. a download from the public origin into that cache (``pooch.retrieve``), unless
+   ``download=False``.
+Whatever the source, the SHA-256 of the file is checked against the published sum; a
+mismatch raises :class:`DataError` naming the file, the expected and the actual sum.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["DataError", "DATASETS", "locate", "load_s1", "load_protein", "ProteinSet", "sha256"]
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+class DataError(RuntimeError):
+    """A data file is missing or does not match its published checksum."""
+
+
+@dataclass(frozen=True)
+class _Remote:
+    filename: str
+    sha256: str
+    url: str
+
+
+DATASETS: dict[str, _Remote] = {
+    "s1_data.mat": _Remote(
+        "s1_data.mat",
+        "f6bbe27135636b944e0b715778dadae41dccf043c26cb880d0191665ca9e7dde",
+        "https://github.com/KordingLab/spykesML/raw/master/data/s1_data.mat",
+    ),
+    "protein-secondary-structure.train": _Remote(
+        "protein-secondary-structure.train",
+        "d30a9151538dc5d82bcea09398cefe0d5d2147972bcf2bade6407fa728c66b32",
+        "https://archive.ics.uci.edu/ml/machine-learning-databases/molecular-biology/"
+        "protein-secondary-structure/protein-secondary-structure.train",
+    ),
+    "protein-secondary-structure.test": _Remote(
+        "protein-secondary-structure.test",
+        "19ef9733125778e6bb6df38963868ddf057318e2641ec11eb2e642f8b1b09d3d",
+        "https://archive.ics.uci.edu/ml/machine-learning-databases/molecular-biology/"
+        "protein-secondary-structure/protein-secondary-structure.test",
+    ),
+}
+
+
+def sha256(path: Path) -> str:
+    """Hex SHA-256 of a file, read in 1 MiB blocks."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _cache_dir() -> Path:
+    env = os.environ.get("RNNBOOK_CACHE")
+    if env:
+        return Path(env)
+    import pooch
+
+    return Path(pooch.os_cache("rnnbook"))
+
+
+def _verified(path: Path, remote: _Remote) -> Path:
+    actual = sha256(path)
+    if actual != remote.sha256:
+        raise DataError(
+            f"{remote.filename}: checksum mismatch for {path}\n"
+            f"  expected sha256 {remote.sha256}\n  actual   sha256 {actual}\n"
+            "The file is corrupt or not the published one; delete it (or fix the path) and retry."
+        )
+    return path
+
+
+def locate(filename: str, path: str | os.PathLike | None = None, *, download: bool = True,
+           downloader=None) -> Path:
+    """Find ``filename`` (a key of :data:`DATASETS`), verify its SHA-256, return its path.
+
+    ``downloader`` is passed to :func:`pooch.retrieve` (tests use it to stand in for the
+    network).  Raises :class:`DataError` when the file cannot be found or does not verify.
+    """
+    if filename not in DATASETS:
+        raise ValueError(f"unknown data file {filename!r}; known: {sorted(DATASETS)}")
+    remote = DATASETS[filename]
+    looked: list[str] = []
+    if path is not None:
+        p = Path(path)
+        candidate = p / filename if p.is_dir() else p
+        if not candidate.is_file():
+            raise DataError(f"{filename}: not found at the given path {candidate}")
+        return _verified(candidate, remote)
+    folders: list[Path] = []
+    if os.environ.get("RNNBOOK_DATA"):
+        folders.append(Path(os.environ["RNNBOOK_DATA"]))
+    folders.append(REPO_ROOT.parent / "shared" / "data")
+    cache = _cache_dir()
+    folders.append(cache)
+    for folder in folders:
+        candidate = folder / filename
+        looked.append(str(candidate))
+        if candidate.is_file():
+            return _verified(candidate, remote)
+    if not download:
+        raise DataError(
+            f"{filename}: not found (expected sha256 {remote.sha256}); looked in:\n  "
+            + "\n  ".join(looked)
+            + f"\nSet RNNBOOK_DATA to a folder holding it, or allow the download from {remote.url}"
+        )
+    import pooch
+
+    try:
+        fetched = pooch.retrieve(remote.url, known_hash=f"sha256:{remote.sha256}", fname=filename,
+                                 path=cache, downloader=downloader, progressbar=False)
+    except ValueError as exc:  # pooch's hash mismatch
+        raise DataError(f"{filename}: downloaded file from {remote.url} failed verification "
+                        f"(expected sha256 {remote.sha256}): {exc}") from exc
+    except Exception as exc:  # network or HTTP failure
+        raise DataError(
+            f"{filename}: not found locally (looked in: {', '.join(looked)}) and the download "
+            f"from {remote.url} failed: {exc}"
+        ) from exc
+    return _verified(Path(fetched), remote)
+
+
+def load_s1(path: str | os.PathLike | None = None, *, download: bool = True) -> dict[str, np.ndarray]:
+    """The S1 recording: ``spikes`` (35129, 52) counts per 50 ms bin, ``vel`` and ``pos`` (35129, 2)."""
+    from scipy.io import loadmat
+
+    f = locate("s1_data.mat", path, download=download)
+    mat = loadmat(f)
+    out = {k: np.asarray(mat[k]) for k in ("spikes", "vel", "pos")}
+    if out["spikes"].shape[0] != out["vel"].shape[0]:
+        raise DataError(f"s1_data.mat: spikes and vel have different lengths in {f}")
+    return out
+
+
+@dataclass(frozen=True)
+class ProteinSet:
+    """Protein sequences (strings over the 20 amino-acid letters) and per-residue labels
+    (strings over ``h`` helix, ``e`` strand, ``_`` coil), aligned residue by residue."""
+
+    sequences: tuple[str, ...]
+    labels: tuple[str, ...]
+
+    def __len__(self) -> int:
+        return len(self.sequences)
+
+    def filter_length(self, max_length: int) -> "ProteinSet":
+        keep = [i for i, s in enumerate(self.sequences) if len(s) <= max_length]
+        return ProteinSet(tuple(self.sequences[i] for i in keep), tuple(self.labels[i] for i in keep))
+
+    @property
+    def n_residues(self) -> int:
+        return sum(len(s) for s in self.sequences)
+
+    def count(self, label: str) -> int:
+        return sum(lab.count(label) for lab in self.labels)
+
+
+AMINO_ACIDS = "ACDEFGHIKLMNPQRSTVWY"
+_LABELS = "he_"
+
+
+def parse_protein(text: str, source: str = "<text>") -> ProteinSet:
+    """Parse the Qian-Sejnowski format: ``<>`` starts a sequence, ``<end>``/``end`` ends one
+    (or the next ``<>`` does), other lines are ``AMINO LABEL``; lines before the first
+    ``<>`` are comments."""
+    seqs: list[str] = []
+    labs: list[str] = []
+    cur_s: list[str] | None = None
+    cur_l: list[str] = []
+
+    def close():
+        nonlocal cur_s, cur_l
+        if cur_s:
+            seqs.append("".join(cur_s))
+            labs.append("".join(cur_l))
+        cur_s, cur_l = None, []
+
+    for lineno, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if line == "<>":
+            close()
+            cur_s, cur_l = [], []
+            continue
+        if line in ("<end>", "end"):
+            close()
+            continue
+        if cur_s is None or not line:
+            continue  # header comment, or blank line
+        parts = line.split()
+        if len(parts) != 2 or parts[0] not in AMINO_ACIDS or parts[1] not in _LABELS:
+            raise DataError(f"{source}:{lineno}: expected 'AMINO LABEL' with AMINO in "
+                            f"{AMINO_ACIDS} and LABEL in {_LABELS!r}, got {raw!r}")
+        cur_s.append(parts[0])
+        cur_l.append(parts[1])
+    close()
+    if not seqs:
+        raise DataError(f"{source}: no sequences found")
+    return ProteinSet(tuple(seqs), tuple(labs))
+
+
+def load_protein(split: str = "train", path: str | os.PathLike | None = None, *,
+                 download: bool = True) -> ProteinSet:
+    """The Qian-Sejnowski protein secondary-structure ``train`` or ``test`` split."""
+    if split not in ("train", "test"):
+        raise ValueError(f"split must be 'train' or 'test', got {split!r}")
+    f = locate(f"protein-secondary-structure.{split}", path, download=download)
+    return parse_protein(f.read_text(), source=str(f))

@@ -1,0 +1,228 @@
+"""Linear RNNs and 1-D convolutions (Emami et al. 2021, Section 2 and Appendix B.1).
+
+The linear RNN of eq. (1),
+
+    h_t = W h_{t-1} / sqrt(n) + F x_t,      y_t = C h_t / sqrt(n),      h_{-1} = 0,
+
+maps an input sequence x = (x_0, ..., x_{T-1}) to y = (y_0, ..., y_{T-1}).  Unrolling it
+gives the causal convolution y_t = sum_{j<=t} L_j x_{t-j} with Markov parameters
+(impulse response) L_j = n^{-(j+1)/2} C W^j F (Prop. 2.1a).  Conversely any T taps L_j are
+realised by an RNN with n = T n_x n_y units through a Vandermonde system (Prop. 2.1b).
+
+Shapes (the convention of the whole library):
+    x: (N, T, n_x)   y: (N, T, n_y)   L: (T, n_y, n_x)
+    W: (n, n)        F: (n, n_x)      C: (n_y, n)
+All computations are in float64 unless the caller passes another floating dtype.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from ._checks import DTYPE, as_tensor, positive_int, positive_real
+
+__all__ = [
+    "LinearRNN",
+    "impulse_response",
+    "causal_conv",
+    "vandermonde_matrix",
+    "vandermonde_realization",
+    "chebyshev_nodes",
+    "equispaced_nodes",
+]
+
+
+def _check_wfc(W: torch.Tensor, F: torch.Tensor, C: torch.Tensor) -> int:
+    W = as_tensor("W", W, 2)
+    F = as_tensor("F", F, 2)
+    C = as_tensor("C", C, 2)
+    n = W.shape[0]
+    if W.shape != (n, n):
+        raise ValueError(f"W must be square (n, n), got shape {tuple(W.shape)}")
+    if F.shape[0] != n:
+        raise ValueError(f"F must have shape (n, n_x) with n = {n} (from W), got {tuple(F.shape)}")
+    if C.shape[1] != n:
+        raise ValueError(f"C must have shape (n_y, n) with n = {n} (from W), got {tuple(C.shape)}")
+    return n
+
+
+def impulse_response(W: torch.Tensor, F: torch.Tensor, C: torch.Tensor, T: int) -> torch.Tensor:
+    """Markov parameters L_j = n^{-(j+1)/2} C W^j F for j = 0, ..., T-1 (eq. 9).
+
+    Returns a tensor of shape (T, n_y, n_x).  Differentiable in (W, F, C).
+    Cost: T matrix-matrix products of size (n, n) x (n, n_x).
+    """
+    n = _check_wfc(W, F, C)
+    T = positive_int("T", T)
+    scale = 1.0 / math.sqrt(n)
+    G = F  # G_j = (W / sqrt n)^j F
+    taps = []
+    for j in range(T):
+        if j > 0:
+            G = (W @ G) * scale
+        taps.append((C @ G) * scale)
+    return torch.stack(taps)
+
+
+def causal_conv(L: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """Causal 1-D convolution y_t = sum_{j=0}^{t} L_j x_{t-j} (eq. 5).
+
+    L: (T_L, n_y, n_x) filter taps; x: (N, T, n_x).  Taps beyond T_L are zero, so a
+    filter shorter than the sequence is a finite impulse response.  Returns (N, T, n_y).
+    """
+    L = as_tensor("L", L, 3)
+    x = as_tensor("x", x, 3)
+    if L.shape[2] != x.shape[2]:
+        raise ValueError(
+            f"L has n_x = {L.shape[2]} input channels (shape (T, n_y, n_x) = {tuple(L.shape)}) "
+            f"but x has n_x = {x.shape[2]} (shape (N, T, n_x) = {tuple(x.shape)})"
+        )
+    N, T, _ = x.shape
+    y = x.new_zeros(N, T, L.shape[1], dtype=torch.result_type(L, x))
+    for j in range(min(T, L.shape[0])):
+        # every output time t >= j receives L_j x_{t-j}
+        y[:, j:, :] = y[:, j:, :] + x[:, : T - j, :] @ L[j].T
+    return y
+
+
+class LinearRNN(nn.Module):
+    """The linear RNN of eq. (1) with the Gaussian initialisation of eq. (4).
+
+    W_ij ~ N(0, nu_W), F_ij ~ N(0, nu_F), C_ki ~ N(0, nu_C), all independent, drawn from a
+    ``torch.Generator`` seeded with ``seed``.  The 1/sqrt(n) factors live in the forward
+    map, not in the parameters, exactly as in the paper.
+
+    nu_W must lie in (0, 1): the spectral radius of W/sqrt(n) tends to sqrt(nu_W), so the
+    random system is stable with probability -> 1 only for nu_W < 1 (see Chapter 1).
+    Pass ``allow_unstable=True`` to study nu_W >= 1 deliberately.
+    """
+
+    def __init__(self, n: int, n_x: int, n_y: int, nu_W: float, nu_F: float, nu_C: float,
+                 seed: int = 0, *, dtype=DTYPE, allow_unstable: bool = False):
+        super().__init__()
+        self.n = positive_int("n", n)
+        self.n_x = positive_int("n_x", n_x)
+        self.n_y = positive_int("n_y", n_y)
+        upper = None if allow_unstable else 1.0
+        self.nu_W = positive_real("nu_W", nu_W, upper=upper,
+                                  upper_name="stability: spectral radius of W/sqrt(n) -> sqrt(nu_W)")
+        self.nu_F = positive_real("nu_F", nu_F)
+        self.nu_C = positive_real("nu_C", nu_C)
+        if isinstance(seed, bool) or not isinstance(seed, int):
+            raise TypeError(f"seed must be an int, got {seed!r}")
+        g = torch.Generator().manual_seed(seed)
+        self.W = nn.Parameter(math.sqrt(self.nu_W) * torch.randn(self.n, self.n, generator=g, dtype=dtype))
+        self.F = nn.Parameter(math.sqrt(self.nu_F) * torch.randn(self.n, self.n_x, generator=g, dtype=dtype))
+        self.C = nn.Parameter(math.sqrt(self.nu_C) * torch.randn(self.n_y, self.n, generator=g, dtype=dtype))
+
+    @classmethod
+    def from_weights(cls, W: torch.Tensor, F: torch.Tensor, C: torch.Tensor) -> "LinearRNN":
+        """An RNN with the given (W, F, C) in the eq. (1) parametrisation (no stability check)."""
+        n = _check_wfc(W, F, C)
+        W, F, C = (as_tensor(k, v, 2) for k, v in (("W", W), ("F", F), ("C", C)))
+        model = cls.__new__(cls)
+        nn.Module.__init__(model)
+        model.n, model.n_x, model.n_y = n, F.shape[1], C.shape[0]
+        model.nu_W = model.nu_F = model.nu_C = float("nan")  # not drawn from eq. (4)
+        model.W = nn.Parameter(W.detach().clone())
+        model.F = nn.Parameter(F.detach().clone())
+        model.C = nn.Parameter(C.detach().clone())
+        return model
+
+    def _check_input(self, x: torch.Tensor) -> torch.Tensor:
+        x = as_tensor("x", x, 3, dtype=self.W.dtype)
+        if x.shape[2] != self.n_x:
+            raise ValueError(f"x must have shape (N, T, n_x) with n_x = {self.n_x}, got {tuple(x.shape)}")
+        return x
+
+    def markov_parameters(self, T: int) -> torch.Tensor:
+        """The impulse response L_0..L_{T-1} of this RNN, shape (T, n_y, n_x)."""
+        return impulse_response(self.W, self.F, self.C, T)
+
+    def forward_recurrence(self, x: torch.Tensor) -> torch.Tensor:
+        """Reference forward pass: the step-by-step recurrence of eq. (1)."""
+        x = self._check_input(x)
+        N, T, _ = x.shape
+        s = 1.0 / math.sqrt(self.n)
+        h = x.new_zeros(N, self.n)
+        ys = []
+        for t in range(T):
+            h = s * h @ self.W.T + x[:, t, :] @ self.F.T
+            ys.append(s * h @ self.C.T)
+        return torch.stack(ys, dim=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """y = f_RNN(x, (W, F, C)), x: (N, T, n_x) -> y: (N, T, n_y)."""
+        return self.forward_recurrence(x)
+
+
+# --------------------------------------------------------------------------------------
+# Prop. 2.1(b): the Vandermonde realization of any T taps
+# --------------------------------------------------------------------------------------
+
+def chebyshev_nodes(T: int, dtype=DTYPE) -> torch.Tensor:
+    """Chebyshev points of the first kind, cos((2k+1) pi / (2T)), k = 0..T-1, in (-1, 1)."""
+    T = positive_int("T", T)
+    k = torch.arange(T, dtype=dtype)
+    return torch.cos((2 * k + 1) * math.pi / (2 * T))
+
+
+def equispaced_nodes(T: int, radius: float = 0.9, dtype=DTYPE) -> torch.Tensor:
+    """T equispaced points on [-radius, radius] (a single point 0 when T = 1)."""
+    T = positive_int("T", T)
+    radius = positive_real("radius", radius)
+    if T == 1:
+        return torch.zeros(1, dtype=dtype)
+    return torch.linspace(-radius, radius, T, dtype=dtype)
+
+
+def vandermonde_matrix(nodes: torch.Tensor, T: int | None = None) -> torch.Tensor:
+    """V with V[k, t] = nodes[k] ** t, t = 0..T-1 (eq. 35 of App. B.1); T defaults to len(nodes)."""
+    nodes = as_tensor("nodes", nodes, 1)
+    T = nodes.shape[0] if T is None else positive_int("T", T)
+    t = torch.arange(T, dtype=nodes.dtype if nodes.is_floating_point() else DTYPE)
+    return nodes[:, None] ** t[None, :]
+
+
+def vandermonde_realization(L: torch.Tensor, nodes: torch.Tensor | None = None):
+    """(W, F, C) of a linear RNN (eq. 1 parametrisation) whose impulse response is L.
+
+    L: (T, n_y, n_x).  ``nodes``: T distinct real eigenvalues for each block (default:
+    Chebyshev nodes, the best-conditioned real choice; see Chapter 1).
+
+    Construction (App. B.1): for every input/output pair (a, b) a block of T units with
+    diagonal transition diag(nodes), input weights 1 from input b, and readout c_ab solving
+    [L_0 .. L_{T-1}]_ab = c_ab V.  Blocks are ordered k = a * n_x + b, so n = T n_x n_y.
+    Because eq. (1) divides by sqrt(n) at every step, the returned matrices carry the
+    compensating factors: W = sqrt(n) blockdiag(diag(nodes)), C = sqrt(n) [c_ab], F = [1].
+    """
+    L = as_tensor("L", L, 3)
+    T, n_y, n_x = L.shape
+    if nodes is None:
+        nodes = chebyshev_nodes(T, dtype=L.dtype)
+    nodes = as_tensor("nodes", nodes, 1, dtype=L.dtype).to(L.dtype)
+    if nodes.shape[0] != T:
+        raise ValueError(f"nodes must hold T = {T} values (one per tap of L), got {nodes.shape[0]}")
+    gaps = (nodes[:, None] - nodes[None, :]).abs() + torch.eye(T, dtype=L.dtype)
+    if (gaps == 0).any():
+        i, j = [int(v) for v in (gaps == 0).nonzero()[0]]
+        raise ValueError(f"nodes must be distinct: nodes[{i}] == nodes[{j}] == {nodes[i].item()}; "
+                         "the Vandermonde matrix is singular")
+    V = vandermonde_matrix(nodes)  # (T, T): V[k, t] = nodes[k]^t
+    # c V = l  <=>  V^T c^T = l^T, solved for all n_y * n_x pairs at once
+    coeffs = torch.linalg.solve(V.T, L.reshape(T, n_y * n_x))  # (T nodes, n_y * n_x)
+    n = T * n_x * n_y
+    root_n = math.sqrt(n)
+    W = torch.zeros(n, n, dtype=L.dtype)
+    F = torch.zeros(n, n_x, dtype=L.dtype)
+    C = torch.zeros(n_y, n, dtype=L.dtype)
+    for a in range(n_y):
+        for b in range(n_x):
+            k = a * n_x + b
+            rows = slice(k * T, (k + 1) * T)
+            W[rows, rows] = root_n * torch.diag(nodes)
+            F[rows, b] = 1.0
+            C[a, rows] = root_n * coeffs[:, k]
+    return W, F, C

@@ -1,0 +1,55 @@
+"""The book's one plotting style.
+
+Every chapter calls :func:`use_book_style` once, right after its imports; figures then
+share fonts, sizes, colours and the colour-blind-safe cycle below.  Models have fixed
+colours (:data:`MODEL_COLORS`) so the RNN is the same colour on every page.
+"""
+from __future__ import annotations
+
+import matplotlib as mpl
+import matplotlib.pyplot as plt
+
+# Okabe-Ito palette (colour-blind safe)
+PALETTE = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#F0E442", "#000000"]
+
+MODEL_COLORS = {
+    "rnn": PALETTE[0],
+    "scaled_conv": PALETTE[1],
+    "conv": PALETTE[2],
+    "theory": "#000000",
+    "attention": PALETTE[3],
+    "gated_rnn": PALETTE[4],
+}
+
+STYLE = {
+    "figure.figsize": (6.4, 3.8),
+    "figure.dpi": 110,
+    "savefig.dpi": 110,
+    "savefig.bbox": "tight",
+    "font.size": 10,
+    "axes.titlesize": 11,
+    "axes.labelsize": 10,
+    "axes.grid": True,
+    "grid.alpha": 0.3,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "axes.prop_cycle": mpl.cycler(color=PALETTE),
+    "legend.frameon": False,
+    "legend.fontsize": 9,
+    "lines.linewidth": 1.6,
+    "lines.markersize": 4.5,
+    "errorbar.capsize": 2.5,
+    "image.cmap": "viridis",
+}
+
+
+def use_book_style() -> None:
+    """Apply the book's matplotlib style (idempotent)."""
+    mpl.rcParams.update(STYLE)
+
+
+def subplots(*args, **kwargs):
+    """``plt.subplots`` with the book style and ``constrained_layout`` on."""
+    use_book_style()
+    kwargs.setdefault("layout", "constrained")
+    return plt.subplots(*args, **kwargs)

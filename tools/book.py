@@ -1,0 +1,331 @@
+"""Execute the book's chapters with papermill and build the HTML book.
+
+    python tools/book.py execute [--force] [CH ...]   execute changed chapters (all by default)
+    python tools/book.py build [--strict]             execute, then jupyter-book build -> _build/html
+    python tools/book.py chapter CH [-p NAME VALUE]... [-f params.yaml]
+                                                      re-execute one chapter with other parameters
+                                                      into _build/chapters/ (notebook + HTML page)
+    python tools/book.py list                         the chapters, in table-of-contents order
+
+A *chapter* is a jupytext MyST notebook ``book/NN_subject.md`` listed in ``_toc.yml``.  Its
+executed copy ``book/NN_subject.ipynb`` (git-ignored) is what jupyter-book renders; the
+``.md`` sources are excluded in ``_config.yml`` and ``execute_notebooks`` is off, so the
+book is built from exactly the notebooks papermill produced, with no second execution.
+
+A chapter is re-executed only when its inputs changed: the SHA-256 of its ``.md`` source and
+of every file of ``lib/`` is stored in ``_build/exec/NN_subject.json`` together with the
+measured wall time; the Reproducibility appendix reads those records.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BOOK = ROOT / "book"
+BUILD = ROOT / "_build"
+EXEC = BUILD / "exec"
+TIMINGS = BUILD / "timings.json"
+MATHJAX = ROOT / ".cache" / "mathjax" / "mathjax" / "es5" / "tex-mml-chtml.js"
+# the appendix that tabulates the other chapters' wall times depends on those records
+TIMING_READERS = {"99_reproducibility"}
+
+
+class BookError(RuntimeError):
+    pass
+
+
+# ----------------------------------------------------------------------------- chapters
+
+def toc_files() -> list[str]:
+    """Every ``file:`` entry of _toc.yml, in order (root first)."""
+    import yaml
+
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    out = [toc["root"]]
+
+    def walk(node):
+        if isinstance(node, dict):
+            if "file" in node:
+                out.append(node["file"])
+            for key in ("parts", "chapters", "sections"):
+                for child in node.get(key, []) or []:
+                    walk(child)
+        elif isinstance(node, list):
+            for child in node:
+                walk(child)
+
+    walk(toc)
+    return out
+
+
+def chapters() -> list[Path]:
+    """Chapter sources (jupytext .md with a kernelspec) in table-of-contents order."""
+    found = []
+    for entry in toc_files():
+        src = ROOT / (entry + ".md")
+        if src.parent == BOOK and src.name[:2].isdigit() and src.is_file():
+            found.append(src)
+    return found
+
+
+def resolve(ch: str) -> Path:
+    """A chapter given as ``01``, ``01_linear_rnns_are_convolutions`` or a path."""
+    cands = chapters()
+    p = Path(ch)
+    for src in cands:
+        if ch in (src.stem, src.stem[:2], str(src), str(src.relative_to(ROOT))) or p.resolve() == src:
+            return src
+    names = ", ".join(s.stem for s in cands)
+    raise BookError(f"unknown chapter {ch!r}; chapters are: {names}")
+
+
+def lib_digest() -> str:
+    h = hashlib.sha256()
+    for f in sorted((ROOT / "lib").rglob("*.py")):
+        h.update(str(f.relative_to(ROOT)).encode())
+        h.update(f.read_bytes())
+    return h.hexdigest()
+
+
+def read_timings() -> dict:
+    if TIMINGS.is_file():
+        return json.loads(TIMINGS.read_text())
+    return {}
+
+
+def input_digest(src: Path, lib_hash: str) -> str:
+    h = hashlib.sha256(src.read_bytes())
+    h.update(lib_hash.encode())
+    if src.stem in TIMING_READERS:
+        others = {k: v for k, v in read_timings().items() if k not in TIMING_READERS}
+        h.update(json.dumps(others, sort_keys=True).encode())
+    return h.hexdigest()
+
+
+def to_notebook(src: Path, dest: Path) -> None:
+    import jupytext
+
+    nb = jupytext.read(src)
+    nb.metadata.setdefault("kernelspec", {"name": "python3", "display_name": "Python 3", "language": "python"})
+    nb.metadata["kernelspec"]["name"] = "python3"
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    jupytext.write(nb, dest, fmt="ipynb")
+
+
+def declared_parameters(nb_path: Path) -> dict:
+    """The names and defaults of the ``parameters`` cell (papermill's own inspection)."""
+    import papermill
+
+    params = papermill.inspect_notebook(str(nb_path))
+    if not params:
+        raise BookError(f"{nb_path.name}: no cell tagged 'parameters' (every chapter needs one)")
+    return {k: v.get("default") for k, v in params.items()}
+
+
+def kernel_env() -> dict:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    env.setdefault("PYDEVD_DISABLE_FILE_VALIDATION", "1")
+    env.setdefault("MPLBACKEND", "module://matplotlib_inline.backend_inline")
+    return env
+
+
+def run_papermill(src: Path, out: Path, parameters: dict | None = None) -> float:
+    """Convert ``src`` and execute it with papermill into ``out``; returns the wall time (s)."""
+    import papermill
+
+    work = EXEC / (src.stem + ".input.ipynb")
+    to_notebook(src, work)
+    parameters = parameters or {}
+    if parameters:
+        known = declared_parameters(work)
+        unknown = sorted(set(parameters) - set(known))
+        if unknown:
+            raise BookError(
+                f"{src.name}: unknown parameter(s) {', '.join(unknown)}; "
+                f"the parameters cell declares: {', '.join(known)}"
+            )
+    out.parent.mkdir(parents=True, exist_ok=True)
+    old_env = dict(os.environ)
+    os.environ.update(kernel_env())
+    t0 = time.perf_counter()
+    try:
+        papermill.execute_notebook(
+            str(work), str(out), parameters=parameters, cwd=str(BOOK), kernel_name="python3",
+            progress_bar=False, log_output=False, report_mode=False,
+        )
+    finally:
+        os.environ.clear()
+        os.environ.update(old_env)
+    return time.perf_counter() - t0
+
+
+def machine_description() -> str:
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{os.cpu_count()} cores, {cpu}, Python {platform.python_version()}"
+
+
+def execute(selected: list[str] | None = None, force: bool = False) -> list[str]:
+    """Execute chapters whose inputs changed; returns the names that were executed."""
+    srcs = [resolve(c) for c in selected] if selected else chapters()
+    if not srcs:
+        raise BookError("no chapters found in _toc.yml")
+    EXEC.mkdir(parents=True, exist_ok=True)
+    lib_hash = lib_digest()
+    ran = []
+    failures = []
+    # chapters that tabulate timings run last, after every other record is up to date
+    srcs = [s for s in srcs if s.stem not in TIMING_READERS] + [s for s in srcs if s.stem in TIMING_READERS]
+    for src in srcs:
+        record = EXEC / (src.stem + ".json")
+        out = src.with_suffix(".ipynb")
+        digest = input_digest(src, lib_hash)
+        if not force and out.is_file() and record.is_file():
+            if json.loads(record.read_text()).get("digest") == digest:
+                print(f"[book] {src.stem}: unchanged, not re-executed", flush=True)
+                continue
+        print(f"[book] {src.stem}: executing with papermill ...", flush=True)
+        try:
+            wall = run_papermill(src, out)
+        except Exception as exc:  # papermill writes the failing notebook to `out`
+            failed = BUILD / "failed" / out.name
+            failed.parent.mkdir(parents=True, exist_ok=True)
+            if out.is_file():
+                out.replace(failed)
+            record.unlink(missing_ok=True)
+            print(f"[book] {src.stem}: FAILED ({type(exc).__name__}); executed notebook with the "
+                  f"error: {failed}\n{exc}", file=sys.stderr, flush=True)
+            failures.append(src.stem)
+            continue
+        print(f"[book] {src.stem}: {wall:.1f} s", flush=True)
+        timings = read_timings()
+        if src.stem not in TIMING_READERS:
+            timings[src.stem] = {
+                "seconds": round(wall, 2),
+                "scale": "book",
+                "measured": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+                "machine": machine_description(),
+            }
+            TIMINGS.write_text(json.dumps(timings, indent=1, sort_keys=True))
+            digest = input_digest(src, lib_hash)
+        record.write_text(json.dumps({"digest": digest, "seconds": round(wall, 2)}))
+        ran.append(src.stem)
+    if failures:
+        raise BookError(f"chapter(s) failed to execute: {', '.join(failures)}")
+    return ran
+
+
+def build_html(strict: bool = False) -> Path:
+    missing = [s.stem for s in chapters() if not s.with_suffix(".ipynb").is_file()]
+    if missing:
+        raise BookError(f"not executed yet: {', '.join(missing)} (run `python tools/book.py execute`)")
+    if not MATHJAX.is_file():
+        raise BookError(f"MathJax is not installed at {MATHJAX}; run `make mathjax` (npm) first")
+    cmd = [sys.executable, "-m", "jupyter_book", "build", str(ROOT), "--builder", "html"]
+    if strict:
+        cmd += ["-W", "-n", "--keep-going"]
+    jb = Path(sys.executable).with_name("jupyter-book")
+    if jb.is_file():
+        cmd = [str(jb)] + cmd[3:]
+    print("[book] " + " ".join(cmd), flush=True)
+    res = subprocess.run(cmd, cwd=ROOT)
+    if res.returncode != 0:
+        raise BookError(f"jupyter-book build failed (exit {res.returncode})")
+    index = BUILD / "html" / "index.html"
+    print(f"[book] the book is at {index}", flush=True)
+    return index
+
+
+# ----------------------------------------------------------------------------- one chapter
+
+def parse_value(text: str):
+    """Values of ``-p NAME VALUE`` are read as YAML, like papermill's CLI (24 -> int, 0.5 -> float)."""
+    import yaml
+
+    return yaml.safe_load(text)
+
+
+def run_chapter(ch: str, params: dict) -> Path:
+    src = resolve(ch)
+    out_dir = BUILD / "chapters"
+    out = out_dir / (src.stem + ".ipynb")
+    print(f"[book] {src.stem}: executing with parameters {params or '(defaults)'}", flush=True)
+    try:
+        wall = run_papermill(src, out, params)
+    except BookError:
+        raise
+    except Exception as exc:
+        raise BookError(f"{src.stem} failed; the executed notebook with the error is {out}\n{exc}") from exc
+    html = out.with_suffix(".html")
+    import nbformat
+    from nbconvert import HTMLExporter
+
+    exporter = HTMLExporter()
+    exporter.mathjax_url = os.path.relpath(MATHJAX, out_dir) if MATHJAX.is_file() else exporter.mathjax_url
+    body, _ = exporter.from_notebook_node(nbformat.read(out, as_version=4))
+    html.write_text(body)
+    print(f"[book] {src.stem}: {wall:.1f} s\n[book] notebook: {out}\n[book] page:     {html}", flush=True)
+    return out
+
+
+# ----------------------------------------------------------------------------- command line
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="tools/book.py", description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    e = sub.add_parser("execute", help="execute changed chapters with papermill")
+    e.add_argument("chapters", nargs="*")
+    e.add_argument("--force", action="store_true", help="re-execute even if unchanged")
+    b = sub.add_parser("build", help="execute changed chapters, then build the HTML book")
+    b.add_argument("--strict", action="store_true", help="warnings are errors (-W -n --keep-going)")
+    b.add_argument("--force", action="store_true")
+    c = sub.add_parser("chapter", help="re-execute one chapter with other parameters")
+    c.add_argument("chapter", help="chapter number (01) or name")
+    c.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"))
+    c.add_argument("-f", "--parameters-file", help="YAML file of parameters")
+    sub.add_parser("list", help="list the chapters")
+    args = ap.parse_args(argv)
+    try:
+        if args.cmd == "list":
+            for src in chapters():
+                print(src.relative_to(ROOT))
+        elif args.cmd == "execute":
+            execute(args.chapters, force=args.force)
+        elif args.cmd == "build":
+            t0 = time.perf_counter()
+            execute(force=args.force)
+            build_html(strict=args.strict)
+            print(f"[book] total {time.perf_counter() - t0:.1f} s", flush=True)
+        elif args.cmd == "chapter":
+            import yaml
+
+            params = {}
+            if args.parameters_file:
+                params.update(yaml.safe_load(Path(args.parameters_file).read_text()) or {})
+            for name, value in args.parameter:
+                params[name] = parse_value(value)
+            run_chapter(args.chapter, params)
+    except BookError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
