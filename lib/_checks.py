@@ -39,15 +39,21 @@ def positive_real(name: str, value, *, upper: float | None = None, upper_name: s
     return value
 
 
-def as_tensor(name: str, value, ndim: int | tuple[int, ...], dtype=DTYPE) -> torch.Tensor:
-    """Convert to a floating tensor and check its number of dimensions."""
+def as_tensor(name: str, value, ndim: int | tuple[int, ...], dtype=None) -> torch.Tensor:
+    """Convert to a floating tensor and check its number of dimensions.
+
+    ``dtype=None`` keeps a floating tensor's dtype (non-tensors and integer tensors become
+    float64); an explicit ``dtype`` casts to it (models cast inputs to their own dtype).
+    """
     if not isinstance(value, torch.Tensor):
         try:
-            value = torch.as_tensor(value, dtype=dtype)
+            value = torch.as_tensor(value, dtype=dtype or DTYPE)
         except Exception as exc:  # noqa: BLE001 - re-raised with context
             raise TypeError(f"{name} must be a tensor or array, got {type(value).__name__}") from exc
-    if not value.is_floating_point() and not value.is_complex():
+    if dtype is not None and value.dtype != dtype:
         value = value.to(dtype)
+    elif not value.is_floating_point() and not value.is_complex():
+        value = value.to(DTYPE)
     dims = (ndim,) if isinstance(ndim, int) else ndim
     if value.ndim not in dims:
         want = " or ".join(str(d) for d in dims)

@@ -79,8 +79,10 @@ def causal_conv(L: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
             f"L has n_x = {L.shape[2]} input channels (shape (T, n_y, n_x) = {tuple(L.shape)}) "
             f"but x has n_x = {x.shape[2]} (shape (N, T, n_x) = {tuple(x.shape)})"
         )
+    dt = torch.promote_types(L.dtype, x.dtype)
+    L, x = L.to(dt), x.to(dt)
     N, T, _ = x.shape
-    y = x.new_zeros(N, T, L.shape[1], dtype=torch.result_type(L, x))
+    y = x.new_zeros(N, T, L.shape[1])
     for j in range(min(T, L.shape[0])):
         # every output time t >= j receives L_j x_{t-j}
         y[:, j:, :] = y[:, j:, :] + x[:, : T - j, :] @ L[j].T
@@ -202,7 +204,7 @@ def vandermonde_realization(L: torch.Tensor, nodes: torch.Tensor | None = None):
     T, n_y, n_x = L.shape
     if nodes is None:
         nodes = chebyshev_nodes(T, dtype=L.dtype)
-    nodes = as_tensor("nodes", nodes, 1, dtype=L.dtype).to(L.dtype)
+    nodes = as_tensor("nodes", nodes, 1, dtype=L.dtype)
     if nodes.shape[0] != T:
         raise ValueError(f"nodes must hold T = {T} values (one per tap of L), got {nodes.shape[0]}")
     gaps = (nodes[:, None] - nodes[None, :]).abs() + torch.eye(T, dtype=L.dtype)
