@@ -4,6 +4,7 @@ Modules, by subject:
     linear_rnn   linear RNNs, Markov parameters, causal convolutions, Vandermonde realization
     data         the S1 recording and the protein secondary-structure set (checksummed)
     scaled_conv  the scaled 1-D convolution (eq. 8) and its weights rho_j (eq. 21)
+    training     full-batch gradient descent shared by every Part I model
     plotting     the book's single matplotlib style
 
 Every function takes tensors and plain numbers, returns tensors, works in float64 by
@@ -19,11 +20,14 @@ from .linear_rnn import (
     vandermonde_realization,
 )
 from .scaled_conv import ScaledConv, rho, rho_max
+from .training import loss_fn, train_gd
 
 __all__ = [
     "ScaledConv",
     "rho",
     "rho_max",
+    "loss_fn",
+    "train_gd",
     "LinearRNN",
     "causal_conv",
     "chebyshev_nodes",
