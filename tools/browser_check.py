@@ -1,0 +1,229 @@
+"""Check the rendered book in a real headless browser (Chromium driven by Playwright).
+
+    python tools/browser_check.py [_build/html]
+
+Every HTML page of the build is opened from disk (file://, as a reader would) and must:
+  * request nothing from another host (any http(s)/ws request to a host other than
+    localhost is recorded as a problem and aborted, so the check itself stays offline);
+  * load every resource it asks for (no failed requests, e.g. a missing script or image);
+  * log no JavaScript error (console messages of type "error", uncaught exceptions);
+  * have its math typeset by MathJax: every Sphinx ``.math`` element holds an
+    ``mjx-container``, there is no MathJax error node, and no raw ``$$``, ``\\[`` or ``\\(``
+    delimiters survive in the text outside code;
+  * show every ``<img>`` (complete and naturalWidth > 0).
+In addition every internal link (``<a href>`` to a local file, with its ``#fragment``) must
+resolve to an existing page and anchor; this part is checked on the HTML source.
+
+Exit status 0 when every page passes; otherwise the problems are printed and the status is 1.
+Chromium is looked for in $CHROMIUM, then /usr/bin/chromium; a missing browser is an error,
+never a skip.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import sys
+from html.parser import HTMLParser
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+SKIP_DIRS = {"_static", "_sources", "_images", "mathjax", "_downloads"}
+LOCAL_HOSTS = {"localhost", "127.0.0.1", "[::1]", "::1"}
+CHROMIUM_ARGS = [
+    "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    "--disable-default-apps", "--disable-extensions",
+]
+
+PAGE_PROBE = r"""
+async () => {
+  const out = {};
+  if (window.MathJax && window.MathJax.startup && window.MathJax.startup.promise) {
+    await window.MathJax.startup.promise;
+    out.mathjax = true;
+  } else {
+    out.mathjax = false;
+  }
+  const imgs = [...document.images];
+  imgs.forEach(img => { img.loading = "eager"; });
+  await Promise.all(imgs.map(img => img.complete ? null :
+      new Promise(r => { img.addEventListener("load", r); img.addEventListener("error", r); })));
+  out.brokenImages = imgs.filter(img => !(img.complete && img.naturalWidth > 0))
+                         .map(img => img.getAttribute("src"));
+  const mathNodes = [...document.querySelectorAll(".math")];
+  out.mathNodes = mathNodes.length;
+  out.untypeset = mathNodes.filter(el => !el.querySelector("mjx-container"))
+                           .map(el => el.textContent.trim().slice(0, 60));
+  out.mathErrors = document.querySelectorAll("mjx-merror, [data-mjx-error]").length;
+  const clone = document.body.cloneNode(true);
+  clone.querySelectorAll("pre, code, script, style, textarea, mjx-container, mjx-assistive-mml")
+       .forEach(el => el.remove());
+  const text = clone.textContent;
+  out.rawDelimiters = ["$$", "\\[", "\\("].filter(d => text.includes(d));
+  return out;
+}
+"""
+
+
+class _Anchors(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.ids: set[str] = set()
+        self.links: list[str] = []
+        self.redirect: str | None = None   # target of a <meta http-equiv="refresh">
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if tag == "meta" and (a.get("http-equiv") or "").lower() == "refresh":
+            m = re.search(r"url=(.+)$", a.get("content") or "", re.I)
+            if m:
+                self.redirect = m.group(1).strip().strip("'\"")
+                self.links.append(self.redirect)
+        for key in ("id", "name"):
+            if a.get(key):
+                self.ids.add(a[key])
+        if tag == "a" and a.get("href") is not None:
+            self.links.append(a["href"])
+
+
+def pages(root: Path) -> list[Path]:
+    out = []
+    for p in sorted(root.rglob("*.html")):
+        rel = p.relative_to(root)
+        if rel.parts and rel.parts[0] in SKIP_DIRS:
+            continue
+        out.append(p)
+    return out
+
+
+def check_links(root: Path, page_list: list[Path]) -> list[str]:
+    """Every local ``<a href>`` resolves to an existing file and, if given, anchor."""
+    parsed: dict[Path, _Anchors] = {}
+
+    def parse(p: Path) -> _Anchors:
+        if p not in parsed:
+            a = _Anchors()
+            a.feed(p.read_text(errors="replace"))
+            parsed[p] = a
+        return parsed[p]
+
+    problems = []
+    for page in page_list:
+        for href in parse(page).links:
+            parts = urlsplit(href)
+            if parts.scheme or parts.netloc or href.startswith(("mailto:", "javascript:")):
+                continue  # links to other sites are allowed; they are never fetched by a page
+            target = page if not parts.path else (page.parent / unquote(parts.path)).resolve()
+            rel = page.relative_to(root)
+            if not parts.path and not parts.fragment:
+                continue
+            if target.is_dir():
+                target = target / "index.html"
+            if not target.is_file():
+                problems.append(f"{rel}: broken link {href!r} (no file {target})")
+                continue
+            if parts.fragment and target.suffix == ".html":
+                if unquote(parts.fragment) not in parse(target).ids:
+                    problems.append(f"{rel}: broken link {href!r} (no anchor #{parts.fragment})")
+    return problems
+
+
+def find_chromium() -> str:
+    for cand in (os.environ.get("CHROMIUM"), "/usr/bin/chromium", shutil.which("chromium"),
+                 shutil.which("chromium-browser")):
+        if cand and Path(cand).is_file():
+            return cand
+    raise RuntimeError("Chromium not found (set $CHROMIUM or install the Debian package 'chromium'); "
+                       "the browser check cannot be skipped")
+
+
+def check_pages(root: Path, page_list: list[Path], timeout_ms: int = 60_000) -> list[str]:
+    from playwright.sync_api import sync_playwright
+
+    problems: list[str] = []
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=find_chromium(), args=CHROMIUM_ARGS)
+        context = browser.new_context()
+        current: dict[str, str] = {"page": ""}
+
+        def route(r):
+            url = urlsplit(r.request.url)
+            if url.scheme in ("http", "https", "ws", "wss") and url.hostname not in LOCAL_HOSTS:
+                problems.append(f"{current['page']}: external request to {r.request.url}")
+                r.abort()
+            else:
+                r.continue_()
+
+        context.route("**/*", route)
+        for path in page_list:
+            rel = str(path.relative_to(root))
+            current["page"] = rel
+            page = context.new_page()
+            page.on("console", lambda m, rel=rel: problems.append(f"{rel}: console {m.type}: {m.text}")
+                    if m.type == "error" else None)
+            page.on("pageerror", lambda e, rel=rel: problems.append(f"{rel}: JavaScript error: {e}"))
+
+            def failed(req, rel=rel):
+                url = urlsplit(req.url)
+                if url.scheme in ("http", "https", "ws", "wss") and url.hostname not in LOCAL_HOSTS:
+                    return  # already reported as an external request
+                problems.append(f"{rel}: failed to load {req.url} ({req.failure})")
+
+            page.on("requestfailed", failed)
+            try:
+                page.goto(path.resolve().as_uri(), wait_until="load", timeout=timeout_ms)
+                info = page.evaluate(PAGE_PROBE)
+            except Exception as exc:  # noqa: BLE001 - a page that cannot load is a problem
+                problems.append(f"{rel}: could not be checked: {exc}")
+                page.close()
+                continue
+            if info["mathNodes"] and not info["mathjax"]:
+                problems.append(f"{rel}: {info['mathNodes']} math elements but MathJax did not load")
+            for src in info["brokenImages"]:
+                problems.append(f"{rel}: image did not load: {src}")
+            for snippet in info["untypeset"][:5]:
+                problems.append(f"{rel}: math not typeset by MathJax: {snippet!r}")
+            if info["mathErrors"]:
+                problems.append(f"{rel}: {info['mathErrors']} MathJax error node(s)")
+            for d in info["rawDelimiters"]:
+                problems.append(f"{rel}: raw math delimiter {d!r} left in the page text")
+            page.close()
+        context.close()
+        browser.close()
+    return problems
+
+
+def check_site(root: str | os.PathLike) -> list[str]:
+    """All problems of the site at ``root`` (empty list: the site passes)."""
+    root = Path(root).resolve()
+    page_list = pages(root)
+    if not page_list:
+        return [f"{root}: no HTML pages found"]
+    # a redirect page (jupyter-book's index.html) only navigates away: its target is checked
+    # as a link and opened as a page of its own
+    def is_redirect(p: Path) -> bool:
+        a = _Anchors()
+        a.feed(p.read_text(errors="replace"))
+        return a.redirect is not None
+
+    content = [p for p in page_list if not is_redirect(p)]
+    return check_links(root, page_list) + check_pages(root, content)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    root = Path(argv[0] if argv else Path(__file__).resolve().parent.parent / "_build" / "html")
+    problems = check_site(root)
+    n = len(pages(root.resolve()))
+    if problems:
+        print(f"browser check: {len(problems)} problem(s) in {root}:")
+        for p in problems:
+            print("  " + p)
+        return 1
+    print(f"browser check: {n} pages of {root} passed (offline, MathJax typeset, images, links, console)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
