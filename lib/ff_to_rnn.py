@@ -244,6 +244,19 @@ class MemoryRNN:
     def hidden_units(self) -> int:
         return int(self.G.shape[0]) + self.state_size
 
+    def truncated(self, k: int) -> "MemoryRNN":
+        """The RNN with the memory cut to its first k state units.
+
+        For the SVD constructions (state = leading right singular vectors) this *is* the RNN
+        built from the first k singular values: ``A = U_k^T P``, ``B = U_k^T R U_k`` and
+        ``G = W U_k`` are the leading rows / block / columns of the full ones.
+        """
+        k = positive_int("k", k, minimum=0)
+        if k > self.state_size:
+            raise ValueError(f"k must be <= the state size {self.state_size}, got {k}")
+        return MemoryRNN(self.A_in[:k], self.B[:k, :k], self.G[:, :k], self.b, self.w_o, self.b_o,
+                         self.out_tanh, dict(self.info, rho=k))
+
     def _out(self, net: torch.Tensor) -> torch.Tensor:
         z = torch.tanh(net + self.b) @ self.w_o + self.b_o
         return torch.tanh(z) if self.out_tanh else z
