@@ -257,6 +257,13 @@ class MemoryRNN:
         return MemoryRNN(self.A_in[:k], self.B[:k, :k], self.G[:, :k], self.b, self.w_o, self.b_o,
                          self.out_tanh, dict(self.info, rho=k))
 
+    def outputs_from_states(self, Y: torch.Tensor) -> torch.Tensor:
+        """Outputs ``(N,)`` for given memory states ``Y`` ``(N, k)``, k <= rho (the first k units)."""
+        Y = as_tensor("Y", Y, 2, dtype=DTYPE)
+        if Y.shape[1] > self.state_size:
+            raise ValueError(f"Y must have at most {self.state_size} columns, got {Y.shape[1]}")
+        return self._out(Y @ self.G[:, : Y.shape[1]].T)
+
     def _out(self, net: torch.Tensor) -> torch.Tensor:
         z = torch.tanh(net + self.b) @ self.w_o + self.b_o
         return torch.tanh(z) if self.out_tanh else z
@@ -332,7 +339,8 @@ def general_ff_to_rnn(W_hid, b, w_o, b_o, sequences, rank: int | None = None, rt
     ``U~_(h) = (I (x) Bas_h^T S^{+1/2}) U_M``.  The memory is then the autoencoder of the
     sequences ``S^{1/2} x_t``: ``A_in = U_M[:a]^T S^{1/2}``, ``B = U_M^T R U_M``, and
     ``G = W_hid (I (x) S^{+1/2}) U_M`` ``(H, rho~)``.  ``rank`` truncates to the leading k
-    singular vectors (the RNNs of Fig. 5).  ``info['timing']`` holds the SVD's wall time.
+    singular vectors (the RNNs of Fig. 5).  ``info['timing']`` holds the SVD's wall time and
+    ``info['states']`` ``(N, rho~)`` the exact memory states ``V Lambda`` of all prefixes.
     """
     import time
 
@@ -348,14 +356,14 @@ def general_ff_to_rnn(W_hid, b, w_o, b_o, sequences, rank: int | None = None, rt
     S_ihalf = (Q[:, keep] / ev[keep].sqrt()) @ Q[:, keep].T
     Xi_t = state_matrix([s @ S_half for s in seqs], l)  # M = Xi (I (x) S^{1/2})  (S^{1/2} symmetric)
     t0 = time.perf_counter()
-    _, lam, U = thin_svd(Xi_t, rank=rank, rtol=svd_rtol)
+    V, lam, U = thin_svd(Xi_t, rank=rank, rtol=svd_rtol)
     t_svd = time.perf_counter() - t0
     A, B = autoencoder_matrices(U, a)
     # G = W_hid (I (x) S^{+1/2}) U: apply S^{+1/2} to each lag block of every hidden weight vector
     W_t = (W_hid.reshape(-1, l, a) @ S_ihalf).reshape(W_hid.shape[0], -1)
     G = W_t @ U
     info = dict(rho=U.shape[1], lam=lam, ranks=[int(Bh.shape[1]) for Bh in bases], shape=tuple(Xi_t.shape),
-                timing=t_svd, N=Xi_t.shape[0])
+                timing=t_svd, N=Xi_t.shape[0], states=V * lam)  # states: the exact memory states M U = V Lambda
     return MemoryRNN(A @ S_half, B, G, b, w_o, torch.as_tensor(b_o, dtype=DTYPE), out_tanh, info)
 
 
