@@ -6,6 +6,9 @@ Modules, by subject:
     scaled_conv  the scaled 1-D convolution (eq. 8) and its weights rho_j (eq. 21)
     training     full-batch gradient descent shared by every Part I model
     plotting     the book's single matplotlib style
+    sequence_memory  linear autoencoders for sequences (Sperduti 2015, §2.1)
+    ff_to_rnn    feedforward -> recurrent constructions, linear and nonlinear (Sperduti 2015, §3)
+    protein      the amino-acid code and the feedforward network of Sperduti's §4
 
 Every function takes tensors and plain numbers, returns tensors, works in float64 by
 default and validates its arguments before doing any work.
@@ -21,6 +24,13 @@ from .linear_rnn import (
 )
 from .scaled_conv import ScaledConv, rho, rho_max
 from .training import loss_fn, train_gd
+from .sequence_memory import (SequenceAutoencoder, autoencoder_matrices, check_sequences, encode,
+                              encode_reference, fit_sequence_autoencoder, pad_sequences,
+                              shift_operators, state_matrix, state_matrix_reference, thin_svd)
+from .ff_to_rnn import (FeedforwardNet, LinearStateSpace, MemoryRNN, OneStepFF, general_ff_to_rnn,
+                        general_ff_to_rnn_reference, lag_matrix, linear_ff_outputs, linear_ff_to_rnn,
+                        one_step_ff_to_rnn, rank_and_timespan, tanh_beta_star, tanh_memory_beta,
+                        tanh_memory_state_bound, theorem31_bound)
 
 __all__ = [
     "ScaledConv",
@@ -35,4 +45,11 @@ __all__ = [
     "impulse_response",
     "vandermonde_matrix",
     "vandermonde_realization",
+    "SequenceAutoencoder", "autoencoder_matrices", "check_sequences", "encode", "encode_reference",
+    "fit_sequence_autoencoder", "pad_sequences", "shift_operators", "state_matrix",
+    "state_matrix_reference", "thin_svd",
+    "FeedforwardNet", "LinearStateSpace", "MemoryRNN", "OneStepFF", "general_ff_to_rnn",
+    "general_ff_to_rnn_reference", "lag_matrix", "linear_ff_outputs", "linear_ff_to_rnn",
+    "one_step_ff_to_rnn", "rank_and_timespan", "tanh_beta_star", "tanh_memory_beta",
+    "tanh_memory_state_bound", "theorem31_bound",
 ]

@@ -1,0 +1,142 @@
+"""Tests of lib.ff_to_rnn: Sperduti's §3 constructions, linear and nonlinear."""
+import math
+
+import pytest
+import torch
+from hypothesis import given, settings, strategies as st
+
+import lib
+
+TOL = 1e-10
+
+
+def rel(a, b):
+    return float(torch.linalg.norm(a - b) / max(float(torch.linalg.norm(b)), 1e-300))
+
+
+@st.composite
+def problems(draw, max_a=4, max_len=9, max_n=5):
+    a = draw(st.integers(1, max_a))
+    l = draw(st.integers(1, max_len))
+    lengths = draw(st.lists(st.integers(1, l), min_size=1, max_size=max_n))
+    r = draw(st.integers(1, a))
+    t = draw(st.integers(1, l))
+    seed = draw(st.integers(0, 2**31 - 1))
+    g = torch.Generator().manual_seed(seed)
+    seqs = [torch.randn(n, a, generator=g, dtype=torch.float64) for n in lengths]
+    Gamma = torch.zeros(r, l, dtype=torch.float64)
+    Gamma[:, :t] = torch.randn(r, t, generator=g, dtype=torch.float64)
+    Gamma[:, t - 1] += 1.0  # timespan exactly t (almost surely)
+    w = (torch.randn(a, r, generator=g, dtype=torch.float64) @ Gamma).T.reshape(-1)
+    return seqs, w, g
+
+
+@settings(max_examples=40, deadline=None)
+@given(problems())
+def test_linear_constructions_exact_and_bounded(p):
+    seqs, w, _ = p
+    a = seqs[0].shape[1]
+    N = sum(s.shape[0] for s in seqs)
+    d = lib.linear_ff_outputs(w, seqs)
+    r, t = lib.rank_and_timespan(w, a)
+    full = lib.linear_ff_to_rnn(w, seqs)
+    red = lib.linear_ff_to_rnn(w, seqs, reduced=True)
+    scale = max(float(d.abs().max()), 1e-300)
+    assert float((full.run(seqs) - d).abs().max()) <= TOL * scale * 10
+    assert float((red.run(seqs) - d).abs().max()) <= TOL * scale * 10
+    assert full.state_size <= min(N, r * (w.shape[0] // a))
+    assert red.state_size <= min(N, red.info["kept"]) <= lib.theorem31_bound(N, r, t)
+
+
+@settings(max_examples=25, deadline=None)
+@given(problems(max_a=3, max_len=7, max_n=4), st.integers(1, 3))
+def test_general_fast_equals_literal_and_ff(p, H):
+    seqs, _, g = p
+    a = seqs[0].shape[1]
+    l = max(s.shape[0] for s in seqs)
+    ranks = [int(torch.randint(1, a + 1, (1,), generator=g)) for _ in range(H)]
+    W = torch.stack([(torch.randn(a, r, generator=g, dtype=torch.float64)
+                      @ torch.randn(r, l, generator=g, dtype=torch.float64)).T.reshape(-1) for r in ranks])
+    b, w_o = torch.randn(H, generator=g, dtype=torch.float64), torch.randn(H, generator=g, dtype=torch.float64)
+    net = lib.FeedforwardNet(a, l, H)
+    with torch.no_grad():
+        net.W.copy_(W); net.b.copy_(b); net.w_o.copy_(w_o); net.b_o.fill_(0.3)
+        o = net(lib.state_matrix(seqs, l))
+    fast = lib.general_ff_to_rnn(W, b, w_o, 0.3, seqs)
+    ref = lib.general_ff_to_rnn_reference(W, b, w_o, 0.3, seqs)
+    assert fast.state_size == ref.state_size
+    assert rel(fast.info["lam"], ref.info["lam"]) <= TOL
+    for out in (fast(seqs), fast(seqs, markov=True), ref(seqs),
+                fast.outputs_from_states(fast.info["states"])):
+        assert rel(out, o) <= TOL
+
+
+@settings(max_examples=25, deadline=None)
+@given(problems(max_a=3, max_len=8, max_n=4), st.lists(st.integers(1, 8), min_size=1, max_size=4))
+def test_one_step_constructions_exact(p, slots):
+    seqs, _, g = p
+    a = seqs[0].shape[1]
+    H = len(slots)
+    net = lib.OneStepFF(torch.randn(H, a, generator=g, dtype=torch.float64), slots,
+                        torch.randn(H, generator=g, dtype=torch.float64), b_o=-0.2)
+    o = net(seqs)
+    feats = net.features(seqs)
+    for reduced in (False, True):
+        rnn = lib.one_step_ff_to_rnn(net, seqs, reduced=reduced)
+        assert rel(torch.tanh(rnn.run(feats) + net.b_o), o) <= TOL
+
+
+def test_tanh_memory_error_below_bound():
+    g = torch.Generator().manual_seed(3)
+    seqs = [torch.randn(n, 2, generator=g, dtype=torch.float64) for n in (6, 4, 3)]
+    W = torch.randn(3, 12, generator=g, dtype=torch.float64) / 3
+    rnn = lib.general_ff_to_rnn(W, torch.zeros(3), torch.ones(3), 0.0, seqs)
+    o = rnn(seqs)
+    D = float(torch.cat(rnn.states(seqs)).pow(6).sum(1).sqrt().max())
+    gain = float((rnn.w_o.abs() * torch.linalg.norm(rnn.G, dim=1)).sum())
+    for eps in (1e-2, 1e-5):
+        beta = lib.tanh_memory_beta(rnn.B, D, 6, gain, eps)
+        assert float((rnn(seqs, beta=beta) - o).abs().max()) <= eps
+
+
+def test_tanh_beta_star():
+    for b, eps in [(1.0, 1e-3), (5.0, 1e-8)]:
+        bs = lib.tanh_beta_star(b, eps)
+        z = torch.linspace(-b, b, 1001, dtype=torch.float64)
+        assert float((bs * torch.tanh(z / bs) - z).abs().max()) < eps
+    assert math.isclose(lib.tanh_beta_star(3.0, 1.0), 3.0)
+
+
+def test_truncation_equals_rank_k_construction():
+    g = torch.Generator().manual_seed(5)
+    seqs = [torch.randn(n, 2, generator=g, dtype=torch.float64) for n in (5, 5, 2)]
+    W = torch.randn(2, 10, generator=g, dtype=torch.float64)
+    rnn = lib.general_ff_to_rnn(W, torch.zeros(2), torch.ones(2), 0.0, seqs)
+    k = rnn.state_size - 2
+    direct = lib.general_ff_to_rnn(W, torch.zeros(2), torch.ones(2), 0.0, seqs, rank=k)
+    t = rnn.truncated(k)
+    assert t.state_size == k == direct.state_size
+    assert rel(t(seqs), direct(seqs)) <= TOL
+    assert rel(t(seqs, markov=True), t(seqs)) <= TOL
+    with pytest.raises(ValueError, match="state size"):
+        rnn.truncated(rnn.state_size + 1)
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda: lib.linear_ff_to_rnn(torch.zeros(6), [torch.ones(2, 3)]), "non-zero"),
+    (lambda: lib.linear_ff_to_rnn(torch.ones(5), [torch.ones(2, 3)]), "multiple"),
+    (lambda: lib.linear_ff_to_rnn(torch.ones(3), [torch.ones(2, 3)]), "longest"),
+    (lambda: lib.linear_ff_to_rnn(torch.ones(6), [torch.ones(2, 3), torch.ones(2, 4)]), "features"),
+    (lambda: lib.linear_ff_to_rnn(torch.ones(6), [torch.ones(0, 3)]), "empty"),
+    (lambda: lib.tanh_beta_star(1.0, 0.0), "eps"),
+    (lambda: lib.tanh_beta_star(1.0, -1.0), "eps"),
+    (lambda: lib.tanh_memory_beta(torch.eye(2), 1.0, 3, 1.0, 0.0), "eps"),
+    (lambda: lib.tanh_memory_state_bound(torch.eye(2), 1.0, 3, -2.0), "beta"),
+    (lambda: lib.general_ff_to_rnn(torch.ones(2, 5), torch.zeros(2), torch.ones(2), 0.0, [torch.ones(2, 3)]), "W_hid"),
+    (lambda: lib.general_ff_to_rnn(torch.ones(2, 6), torch.zeros(3), torch.ones(2), 0.0, [torch.ones(2, 3)]), "H = 2"),
+    (lambda: lib.OneStepFF(torch.ones(2, 3), [0, 1], torch.ones(2)), "slots"),
+    (lambda: lib.one_step_ff_to_rnn("net", [torch.ones(2, 3)]), "OneStepFF"),
+])
+def test_bad_input(call, match):
+    with pytest.raises((ValueError, TypeError), match=match):
+        call()

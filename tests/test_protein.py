@@ -1,0 +1,74 @@
+"""Tests of lib.protein: the amino-acid code, the sparse prefix matrix and training."""
+import pytest
+import torch
+from hypothesis import given, settings, strategies as st
+
+import lib
+from lib import protein
+from lib.data import ProteinSet
+
+
+def test_amino_code_properties_and_determinism():
+    C = protein.amino_code()
+    assert C.shape == (20, 12) and set(C.unique().tolist()) == {-1.0, 1.0}
+    dist = (C[:, None, :] != C[None, :, :]).sum(-1) + 12 * torch.eye(20, dtype=torch.long)
+    assert int(dist.min()) >= 3 and int(torch.linalg.matrix_rank(C)) == 12
+    assert torch.equal(C, protein.amino_code())
+    assert not torch.equal(C, protein.amino_code(seed=1))
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.text(alphabet=protein.AMINO_ACIDS, min_size=1, max_size=12), min_size=1, max_size=5),
+       st.integers(0, 10))
+def test_prefix_onehot_times_code_is_the_state_matrix(seqs, code_seed):
+    data = ProteinSet(tuple(seqs), tuple("_" * len(s) for s in seqs))
+    code = protein.amino_code(seed=code_seed)
+    xs, ds = protein.protein_sequences(data, code)
+    l = max(len(s) for s in seqs)
+    E = protein.prefix_onehot(protein.amino_indices(data), 20, l)
+    Xi = lib.state_matrix(xs, l)
+    # Xi = E (I_l (x) C)
+    assert torch.allclose(E.to_dense() @ torch.block_diag(*[code] * l), Xi, atol=0, rtol=0)
+    assert all(bool((d == -1).all()) for d in ds)
+
+
+def test_targets_are_helix_plus_one():
+    data = ProteinSet(("ACD",), ("h_e",))
+    _, ds = protein.protein_sequences(data)
+    assert ds[0].tolist() == [1.0, -1.0, -1.0]
+
+
+def test_training_reduces_loss_and_matches_dense_forward():
+    data = ProteinSet(("ACDEFGHIK", "LMNPQ", "RSTVWYAC"), ("hhh___eee", "hh___", "__hhhh__"))
+    code = protein.amino_code()
+    xs, ds = protein.protein_sequences(data, code)
+    d = torch.cat(ds)
+    l = 9
+    E = protein.prefix_onehot(protein.amino_indices(data), 20, l)
+    net = lib.FeedforwardNet(12, l, 3, seed=0)
+    hist = protein.train_feedforward(net, E, code, d, steps=60, lr=1e-2)
+    assert hist[-1] < hist[0]
+    with torch.no_grad():
+        o = net(lib.state_matrix(xs, l))
+        loss = float(((o - d) ** 2).mean())
+    # the loss after the last step is below the last recorded one (recorded before that step)
+    assert loss <= hist[-1] * 1.05
+    assert 0.0 <= protein.accuracy(o, d) <= 1.0
+
+
+def test_bad_input():
+    with pytest.raises(TypeError, match="ProteinSet"):
+        protein.protein_sequences(["ACD"])
+    with pytest.raises(ValueError, match="20 rows"):
+        protein.protein_sequences(ProteinSet(("A",), ("h",)), torch.ones(5, 12))
+    with pytest.raises(ValueError, match="dim"):
+        protein.amino_code(dim=3)
+    with pytest.raises(ValueError, match="more than l"):
+        protein.prefix_onehot([torch.tensor([1, 2, 3])], 20, 2)
+    with pytest.raises(ValueError, match="non-empty"):
+        protein.prefix_onehot([torch.tensor([], dtype=torch.long)], 20, 2)
+    with pytest.raises(ValueError, match=r"\[0, 20\)"):
+        protein.prefix_onehot([torch.tensor([25])], 20, 2)
+    with pytest.raises(ValueError, match="do not fit"):
+        E = protein.prefix_onehot([torch.tensor([1, 2])], 20, 2)
+        protein.train_feedforward(lib.FeedforwardNet(12, 3, 2), E, protein.amino_code(), torch.ones(2), steps=1)
