@@ -6,6 +6,10 @@ Modules, by subject:
     scaled_conv  the scaled 1-D convolution (eq. 8) and its weights rho_j (eq. 21)
     training     full-batch gradient descent shared by every Part I model
     plotting     the book's single matplotlib style
+    attention    causal linear self-attention (Part III)
+    gated        gated diagonal linear RNNs, the attention construction, exact polynomials
+    icl          in-context linear regression, eta*, the optimal one-step GD loss
+    recurrent_cells  LRU / LSTM / GRU networks and the LSTM construction of App. A
 
 Every function takes tensors and plain numbers, returns tensors, works in float64 by
 default and validates its arguments before doing any work.
@@ -21,6 +25,19 @@ from .linear_rnn import (
 )
 from .scaled_conv import ScaledConv, rho, rho_max
 from .training import loss_fn, train_gd
+from .attention import LinearSelfAttention, lsa_instantaneous_tensor
+from .gated import (
+    GatedLinearRNN,
+    construction_size,
+    diagonal_scan,
+    diagonal_scan_reference,
+    gated_rnn_from_attention,
+    instantaneous_tensor,
+    polynomial_coefficients,
+    train_adamw,
+)
+from .icl import eta_star, gd_loss, gd_predict, icl_batch, optimal_gd_loss
+from .recurrent_cells import RECURRENT_KINDS, LRULayer, RecurrentNet, glu_gating, lstm_from_attention
 
 __all__ = [
     "ScaledConv",
@@ -35,4 +52,24 @@ __all__ = [
     "impulse_response",
     "vandermonde_matrix",
     "vandermonde_realization",
+    "LinearSelfAttention",
+    "lsa_instantaneous_tensor",
+    "GatedLinearRNN",
+    "construction_size",
+    "diagonal_scan",
+    "diagonal_scan_reference",
+    "gated_rnn_from_attention",
+    "instantaneous_tensor",
+    "polynomial_coefficients",
+    "train_adamw",
+    "eta_star",
+    "gd_loss",
+    "gd_predict",
+    "icl_batch",
+    "optimal_gd_loss",
+    "RECURRENT_KINDS",
+    "LRULayer",
+    "RecurrentNet",
+    "glu_gating",
+    "lstm_from_attention",
 ]
