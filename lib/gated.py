@@ -302,20 +302,32 @@ def construction_size(d: int, compact: bool = False) -> dict[str, int]:
 
 # ----------------------------------------------------------------------------- polynomials
 
-def instantaneous_tensor(model: GatedLinearRNN) -> torch.Tensor:
-    """The instantaneous map x -> D g_out(g_in(x~)) (one step from h = 0) as a 4-tensor.
+def instantaneous_tensor(model: GatedLinearRNN, n_tokens: int = 1) -> torch.Tensor:
+    """The output at the last step of an ``n_tokens``-step sequence as an exact 4-tensor.
 
-    Returns C of shape (d_out, m, m, m, m), m = d_in + 1, with
-    y_i = sum_{abce} C[i,a,b,c,e] x~_a x~_b x~_c x~_e and x~ = (x, 1) (a zero last column is
-    used when the model has no appended 1).
+    The variables are the tokens concatenated, then a constant 1:
+    w = (x_0, ..., x_{L-1}, 1), m = L * d_in + 1.  The last state is
+    h_n = sum_t lam_n^{L-1-t} (a_n . x~_t)(b_n . x~_t) = w^T M_n w, a quadratic form in w, so
+    y_i = sum_o D_io (w^T P_o w)(w^T Q_o w) = sum_{abce} C[i,a,b,c,e] w_a w_b w_c w_e with
+    P_o = sum_n W_out_m[o,n] M_n (Q_o likewise).  ``n_tokens=1`` is the paper's instantaneous
+    map D g_out(g_in(x~)).  Returns C (d_out, m, m, m, m), float64.
     """
-    A, Bm = model.W_in_m.detach(), model.W_in_x.detach()
-    if not model.append_one:
-        A = torch.cat([A, torch.zeros_like(A[:, :1])], dim=1)
-        Bm = torch.cat([Bm, torch.zeros_like(Bm[:, :1])], dim=1)
-    A, Bm = A.double(), Bm.double()
-    P = torch.einsum("on,na,nb->oab", model.W_out_m.detach().double(), A, Bm)
-    Q = torch.einsum("on,na,nb->oab", model.W_out_x.detach().double(), A, Bm)
+    L = positive_int("n_tokens", n_tokens)
+    d = model.d_in
+    m = L * d + 1
+    A, Bm = model.W_in_m.detach().double(), model.W_in_x.detach().double()
+    lam = model.lam.detach().double()
+    n_h = A.shape[0]
+    M = torch.zeros(n_h, m, m, dtype=torch.float64)
+    for t in range(L):
+        a = torch.zeros(n_h, m, dtype=torch.float64)
+        b = torch.zeros(n_h, m, dtype=torch.float64)
+        a[:, t * d:(t + 1) * d], b[:, t * d:(t + 1) * d] = A[:, :d], Bm[:, :d]
+        if model.append_one:
+            a[:, -1], b[:, -1] = A[:, d], Bm[:, d]
+        M += (lam ** (L - 1 - t))[:, None, None] * a[:, :, None] * b[:, None, :]
+    P = torch.einsum("on,nab->oab", model.W_out_m.detach().double(), M)
+    Q = torch.einsum("on,nab->oab", model.W_out_x.detach().double(), M)
     return torch.einsum("io,oab,oce->iabce", model.D.detach().double(), P, Q)
 
 

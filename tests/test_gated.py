@@ -112,3 +112,19 @@ def test_bad_input():
         lib.RecurrentNet("transformer", 2, 4, 2)
     with pytest.raises(ValueError, match="steps"):
         lib.train_adamw(m, lambda g: (torch.zeros(1, 2, 2), torch.zeros(1, 2, 2)), steps=0)
+
+
+@settings(max_examples=15, deadline=None)
+@given(d=st.integers(1, 3), n=st.integers(1, 6), L=st.integers(1, 3), seed=st.integers(0, 10_000))
+def test_polynomial_tensor_evaluates_to_model_output(d, n, L, seed):
+    """The exact tensor of the L-token map, contracted with w = (x_0..x_{L-1}, 1), is the output."""
+    m = lib.GatedLinearRNN(d, n, 2, seed=seed)
+    x = torch.randn(5, L, d, generator=torch.Generator().manual_seed(seed))
+    C = lib.instantaneous_tensor(m, n_tokens=L)
+    w = torch.cat([x.reshape(5, -1), torch.ones(5, 1)], dim=1)
+    y_poly = torch.einsum("iabce,na,nb,nc,ne->ni", C, w, w, w, w)
+    exps, coef = lib.polynomial_coefficients(C)
+    y_mono = torch.stack([torch.stack([torch.prod(w[k, :-1] ** torch.tensor(e)) for e in exps]) for k in range(5)]) @ coef.T
+    with torch.no_grad():
+        y = m(x)[:, -1]
+    assert _rel(y_poly, y) <= 1e-10 and _rel(y_mono, y) <= 1e-10
