@@ -9,6 +9,10 @@ Modules, by subject:
     sequence_memory  linear autoencoders for sequences (Sperduti 2015, §2.1)
     ff_to_rnn    feedforward -> recurrent constructions, linear and nonlinear (Sperduti 2015, §3)
     protein      the amino-acid code and the feedforward network of Sperduti's §4
+    attention    causal linear self-attention (Part III)
+    gated        gated diagonal linear RNNs, the attention construction, exact polynomials
+    icl          in-context linear regression, eta*, the optimal one-step GD loss
+    recurrent_cells  LRU / LSTM / GRU networks and the LSTM construction of App. A
 
 Every function takes tensors and plain numbers, returns tensors, works in float64 by
 default and validates its arguments before doing any work.
@@ -31,6 +35,19 @@ from .ff_to_rnn import (FeedforwardNet, LinearStateSpace, MemoryRNN, OneStepFF, 
                         general_ff_to_rnn_reference, lag_matrix, linear_ff_outputs, linear_ff_to_rnn,
                         one_step_ff_to_rnn, rank_and_timespan, tanh_beta_star, tanh_memory_beta,
                         tanh_memory_state_bound, theorem31_bound)
+from .attention import LinearSelfAttention, lsa_instantaneous_tensor
+from .gated import (
+    GatedLinearRNN,
+    construction_size,
+    diagonal_scan,
+    diagonal_scan_reference,
+    gated_rnn_from_attention,
+    instantaneous_tensor,
+    polynomial_coefficients,
+    train_adamw,
+)
+from .icl import eta_star, gd_loss, gd_predict, icl_batch, optimal_gd_loss
+from .recurrent_cells import RECURRENT_KINDS, LRULayer, RecurrentNet, glu_gating, lstm_from_attention
 
 __all__ = [
     "ScaledConv",
@@ -52,4 +69,24 @@ __all__ = [
     "general_ff_to_rnn_reference", "lag_matrix", "linear_ff_outputs", "linear_ff_to_rnn",
     "one_step_ff_to_rnn", "rank_and_timespan", "tanh_beta_star", "tanh_memory_beta",
     "tanh_memory_state_bound", "theorem31_bound",
+    "LinearSelfAttention",
+    "lsa_instantaneous_tensor",
+    "GatedLinearRNN",
+    "construction_size",
+    "diagonal_scan",
+    "diagonal_scan_reference",
+    "gated_rnn_from_attention",
+    "instantaneous_tensor",
+    "polynomial_coefficients",
+    "train_adamw",
+    "eta_star",
+    "gd_loss",
+    "gd_predict",
+    "icl_batch",
+    "optimal_gd_loss",
+    "RECURRENT_KINDS",
+    "LRULayer",
+    "RecurrentNet",
+    "glu_gating",
+    "lstm_from_attention",
 ]

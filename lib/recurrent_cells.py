@@ -1,0 +1,174 @@
+"""LRU, LSTM and GRU beside the gated RNN (Zucchet et al. 2023, App. A, Table 3, Fig. 4).
+
+* :class:`LRULayer` -- the linear recurrent unit of Orvieto et al. (2023), eqs. (6)-(9):
+  complex diagonal recurrence h_t = lam * h_{t-1} + gamma * (B u_t), lam = exp(-exp(nu) +
+  i exp(theta)), gamma = exp(gamma_log); output y~_t = Re(C h_t) + D * u_t and a GLU
+  y_t = sigmoid(W_m y~_t) * (W_x y~_t).  ``input_gate=True`` adds the GLU on the input
+  (the paper's "LRU In+Out").
+* :class:`RecurrentNet` -- embedding, 1-2 recurrent layers (LSTM / GRU / LRU / LRU In+Out,
+  torch.nn.LSTM and torch.nn.GRU for the first two), linear readout: the architectures of Fig. 4.
+* :func:`lstm_from_attention` -- one torch.nn.LSTM layer plus a readout that implements a linear
+  self-attention layer (Table 4, left) with every sigmoid and tanh linearised at scale s; the
+  error is O(s^2).
+* :func:`glu_gating` -- the linear gating (W_m x) * (W_x x) as a difference of two GLUs with
+  small weights (App. A.1), error O(eps^2).
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from ._checks import as_tensor, positive_int, positive_real
+from .gated import diagonal_scan
+
+__all__ = ["LRULayer", "RecurrentNet", "lstm_from_attention", "glu_gating", "RECURRENT_KINDS"]
+
+RECURRENT_KINDS = ("lstm", "gru", "lru", "lru_in_out")
+
+
+class LRULayer(nn.Module):
+    """One LRU layer with GLU output (and optional GLU input).  (B, T, width) -> (B, T, width).
+
+    Args:
+        width: input/output dimension; n_state: complex hidden units (default ``width``).
+        input_gate: add the input GLU (LRU In+Out).
+        r_min, r_max, max_phase: ring initialisation of lam (Orvieto et al. 2023).
+    """
+
+    def __init__(self, width: int, n_state: int | None = None, *, input_gate: bool = False,
+                 r_min: float = 0.0, r_max: float = 0.99, max_phase: float = math.pi,
+                 seed: int = 0, dtype: torch.dtype = torch.float32):
+        super().__init__()
+        width = positive_int("width", width)
+        n_state = width if n_state is None else positive_int("n_state", n_state)
+        if not 0.0 <= r_min < r_max < 1.0:
+            raise ValueError(f"need 0 <= r_min < r_max < 1, got r_min={r_min}, r_max={r_max}")
+        g = torch.Generator().manual_seed(seed)
+        f64 = torch.float64
+        u1 = torch.rand(n_state, generator=g, dtype=f64)
+        u2 = torch.rand(n_state, generator=g, dtype=f64)
+        nu = -0.5 * torch.log(u1 * (r_max**2 - r_min**2) + r_min**2)
+        theta = (max_phase * u2).clamp_min(1e-6)
+        lam_abs = torch.exp(-nu)
+        self.nu_log = nn.Parameter(torch.log(nu).to(dtype))
+        self.theta_log = nn.Parameter(torch.log(theta).to(dtype))
+        self.gamma_log = nn.Parameter(torch.log(torch.sqrt(1 - lam_abs**2)).to(dtype))
+
+        def gauss(rows, cols, var):
+            return (torch.randn(rows, cols, generator=g, dtype=f64) * math.sqrt(var)).to(dtype)
+
+        self.B_re = nn.Parameter(gauss(n_state, width, 1 / (2 * width)))
+        self.B_im = nn.Parameter(gauss(n_state, width, 1 / (2 * width)))
+        self.C_re = nn.Parameter(gauss(width, n_state, 1 / n_state))
+        self.C_im = nn.Parameter(gauss(width, n_state, 1 / n_state))
+        self.D_skip = nn.Parameter(torch.randn(width, generator=g, dtype=f64).to(dtype))
+        self.W_m = nn.Parameter(gauss(width, width, 1 / width))
+        self.W_x = nn.Parameter(gauss(width, width, 1 / width))
+        self.input_gate = bool(input_gate)
+        if input_gate:
+            self.Wi_m = nn.Parameter(gauss(width, width, 1 / width))
+            self.Wi_x = nn.Parameter(gauss(width, width, 1 / width))
+
+    @property
+    def lam(self) -> torch.Tensor:
+        return torch.exp(torch.complex(-torch.exp(self.nu_log), torch.exp(self.theta_log)))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.input_gate:
+            x = torch.sigmoid(x @ self.Wi_m.T) * (x @ self.Wi_x.T)
+        Bu = torch.complex(x @ self.B_re.T, x @ self.B_im.T) * torch.exp(self.gamma_log)
+        h = diagonal_scan(self.lam, Bu)
+        y = h.real @ self.C_re.T - h.imag @ self.C_im.T + self.D_skip * x
+        return torch.sigmoid(y @ self.W_m.T) * (y @ self.W_x.T)
+
+
+class RecurrentNet(nn.Module):
+    """Linear embedding -> ``layers`` recurrent layers of ``kind`` -> linear readout (Fig. 4).
+
+    kind: "lstm" | "gru" (torch.nn.LSTM / torch.nn.GRU), "lru" (GLU output only) or
+    "lru_in_out" (GLU on input and output).  (B, T, d_in) -> (B, T, d_out).
+    """
+
+    def __init__(self, kind: str, d_in: int, width: int, d_out: int, layers: int = 1, *,
+                 seed: int = 0, dtype: torch.dtype = torch.float32):
+        super().__init__()
+        if kind not in RECURRENT_KINDS:
+            raise ValueError(f"kind must be one of {RECURRENT_KINDS}, got {kind!r}")
+        d_in, width, d_out = (positive_int(n, v) for n, v in (("d_in", d_in), ("width", width), ("d_out", d_out)))
+        layers = positive_int("layers", layers)
+        torch.manual_seed(seed)  # nn.Linear / nn.LSTM initialisers draw from the global generator
+        self.kind = kind
+        self.embed = nn.Linear(d_in, width, dtype=dtype)
+        if kind == "lstm":
+            self.core = nn.LSTM(width, width, num_layers=layers, batch_first=True, dtype=dtype)
+        elif kind == "gru":
+            self.core = nn.GRU(width, width, num_layers=layers, batch_first=True, dtype=dtype)
+        else:
+            self.core = nn.Sequential(*[LRULayer(width, input_gate=(kind == "lru_in_out"),
+                                                 seed=seed * 100 + k, dtype=dtype)
+                                        for k in range(layers)])
+        self.readout = nn.Linear(width, d_out, dtype=dtype)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        z = self.embed(x)
+        z = self.core(z)[0] if self.kind in ("lstm", "gru") else self.core(z)
+        return self.readout(z)
+
+
+def lstm_from_attention(W_V, W_K, W_Q, scale: float, forget_bias: float = 50.0):
+    """One LSTM layer + readout R implementing linear self-attention to O(scale^2) (Table 4, left).
+
+    Unit (i, j, a, b), a, b in {1, 0}: input gate sigmoid(s a v_i) (the paper's g, on the
+    values), candidate tanh(s k_j) (the paper's c~, on the keys), forget gate sigmoid(50) = 1
+    (b_f = +inf), output gate sigmoid(s b q_j) (queries).  With sigmoid(z) = 1/2 + z/4 + O(z^3)
+    and tanh(z) = z + O(z^3), the combination h(1,1) - h(0,1) - h(1,0) + h(0,0) equals
+    (s^3/16) (sum_t v_i k_j) q_j (1 + O(s^2)), so R = 16/s^3 times the signed sums over j.
+    Returns ``(lstm, R)`` (float64): y = lstm(x)[0] @ R.T approximates LSA(x), x (B, T, d).
+    """
+    from .attention import _square_weights
+
+    W_V, W_K, W_Q = _square_weights(W_V, W_K, W_Q)
+    W_V, W_K, W_Q = W_V.double(), W_K.double(), W_Q.double()
+    s = positive_real("scale", scale)
+    d_v, d = W_V.shape
+    d_k = W_K.shape[0]
+    units = [(i, j, a, b) for i in range(d_v) for j in range(d_k) for a in (1, 0) for b in (1, 0)]
+    H = len(units)
+    lstm = nn.LSTM(d, H, batch_first=True, dtype=torch.float64)
+    W_ih = torch.zeros(4 * H, d, dtype=torch.float64)         # gate order: i, f, g, o
+    b = torch.zeros(4 * H, dtype=torch.float64)
+    R = torch.zeros(d_v, H, dtype=torch.float64)
+    for u, (i, j, a, bb) in enumerate(units):
+        W_ih[u] = s * a * W_V[i]                 # input gate  <- values
+        b[H + u] = forget_bias                   # forget gate = 1
+        W_ih[2 * H + u] = s * W_K[j]             # candidate   <- keys
+        W_ih[3 * H + u] = s * bb * W_Q[j]        # output gate <- queries
+        R[i, u] = (16.0 / s**3) * (1 if a == bb else -1)
+    with torch.no_grad():
+        lstm.weight_ih_l0.copy_(W_ih)
+        lstm.weight_hh_l0.zero_()
+        lstm.bias_ih_l0.copy_(b)
+        lstm.bias_hh_l0.zero_()
+    return lstm, R
+
+
+def glu_gating(W_m, W_x, eps: float):
+    """Linear gating (W_m x) * (W_x x) from two GLUs with small weights (App. A.1).
+
+    sigmoid(eps W_m x) * (W_x x) - sigmoid(0) * (W_x x) = (eps/4)(W_m x)(W_x x) (1 + O(eps^2)),
+    so ``f(x) = (4/eps) [GLU_1(x) - GLU_2(x)]`` with GLU_1 = (eps W_m, W_x), GLU_2 = (0, W_x).
+    Returns the function f: (..., d) -> (..., n).
+    """
+    W_m = as_tensor("W_m", W_m, 2)
+    W_x = as_tensor("W_x", W_x, 2, dtype=W_m.dtype)
+    if W_m.shape != W_x.shape:
+        raise ValueError(f"W_m and W_x must have the same shape, got {tuple(W_m.shape)}, {tuple(W_x.shape)}")
+    eps = positive_real("eps", eps)
+
+    def f(x):
+        wx = x @ W_x.T
+        return (4.0 / eps) * (torch.sigmoid(eps * (x @ W_m.T)) * wx - 0.5 * wx)
+
+    return f

@@ -1,0 +1,130 @@
+"""lib.GatedLinearRNN: scan == loop, validation, the LSTM / GLU constructions of App. A."""
+import math
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import lib
+
+torch.set_default_dtype(torch.float64)
+
+
+def _rel(a, b):
+    return float((a - b).norm() / b.norm())
+
+
+@settings(max_examples=40, deadline=None)
+@given(n=st.integers(1, 30), T=st.integers(1, 70), B=st.integers(1, 4), seed=st.integers(0, 10_000),
+       exact=st.booleans())
+def test_scan_equals_loop(n, T, B, seed, exact):
+    g = torch.Generator().manual_seed(seed)
+    lam = torch.rand(n, generator=g)
+    if exact:  # lam in {0, 1} exactly, as in the construction
+        lam = (lam > 0.5).double()
+    u = torch.randn(B, T, n, generator=g)
+    assert _rel(lib.diagonal_scan(lam, u), lib.diagonal_scan_reference(lam, u)) <= 1e-10
+
+
+@settings(max_examples=10, deadline=None)
+@given(n=st.integers(1, 10), T=st.integers(1, 40), seed=st.integers(0, 10_000))
+def test_complex_scan_equals_loop(n, T, seed):
+    g = torch.Generator().manual_seed(seed)
+    lam = torch.polar(torch.rand(n, generator=g), 6 * torch.rand(n, generator=g))
+    u = torch.complex(torch.randn(2, T, n, generator=g), torch.randn(2, T, n, generator=g))
+    assert _rel(lib.diagonal_scan(lam, u), lib.diagonal_scan_reference(lam, u)) <= 1e-10
+
+
+@settings(max_examples=25, deadline=None)
+@given(d=st.integers(1, 6), n=st.integers(1, 40), n_g=st.integers(1, 40), T=st.integers(1, 50),
+       seed=st.integers(0, 10_000), append_one=st.booleans())
+def test_parallel_forward_equals_step(d, n, n_g, T, seed, append_one):
+    m = lib.GatedLinearRNN(d, n, 3, n_g, append_one=append_one, seed=seed)
+    x = torch.randn(2, T, d, generator=torch.Generator().manual_seed(seed))
+    with torch.no_grad():
+        assert _rel(m(x), m(x, method="step")) <= 1e-10
+        assert _rel(m.hidden_states(x), m.hidden_states(x, method="step")) <= 1e-10
+
+
+def test_lam_parametrisation_and_from_weights():
+    m = lib.GatedLinearRNN(2, 5, 2, seed=1)
+    assert ((m.lam >= 0) & (m.lam <= 1)).all()
+    lam = torch.tensor([0.0, 1.0, 0.5])
+    m2 = lib.GatedLinearRNN.from_weights(torch.ones(3, 3), torch.ones(3, 3), lam, torch.ones(2, 3),
+                                         torch.ones(2, 3), torch.ones(1, 2))
+    assert torch.allclose(m2.lam, lam, atol=0, rtol=1e-15)
+
+
+def test_lstm_construction_error_is_quadratic():
+    g = torch.Generator().manual_seed(0)
+    W = [torch.randn(3, 3, generator=g) / math.sqrt(3) for _ in range(3)]
+    x = torch.randn(2, 10, 3, generator=g)
+    y = lib.LinearSelfAttention(*W)(x).detach()
+    errs = []
+    scales = [0.04, 0.02, 0.01]
+    for s in scales:
+        lstm, R = lib.lstm_from_attention(*W, scale=s)
+        with torch.no_grad():
+            errs.append(_rel(lstm(x)[0] @ R.T, y))
+    slopes = [math.log(errs[i] / errs[i + 1]) / math.log(2) for i in range(2)]
+    assert all(1.8 < s < 2.2 for s in slopes), slopes
+
+
+def test_glu_gating_error_is_quadratic():
+    g = torch.Generator().manual_seed(0)
+    Wm, Wx, x = torch.randn(4, 3, generator=g), torch.randn(4, 3, generator=g), torch.randn(50, 3, generator=g)
+    exact = (x @ Wm.T) * (x @ Wx.T)
+    e1 = _rel(lib.glu_gating(Wm, Wx, 1e-2)(x), exact)
+    e2 = _rel(lib.glu_gating(Wm, Wx, 5e-3)(x), exact)
+    assert 3.5 < e1 / e2 < 4.5
+
+
+@pytest.mark.parametrize("kind", lib.RECURRENT_KINDS)
+def test_recurrent_net_shapes(kind):
+    net = lib.RecurrentNet(kind, 3, 8, 2, layers=2, seed=0)
+    assert net(torch.randn(4, 5, 3, dtype=torch.float32)).shape == (4, 5, 2)
+
+
+def test_bad_input():
+    with pytest.raises(ValueError, match="n_hidden"):
+        lib.GatedLinearRNN(2, 0, 2)
+    with pytest.raises(TypeError, match="d_in"):
+        lib.GatedLinearRNN(2.5, 3, 2)
+    with pytest.raises(ValueError, match="lam_init"):
+        lib.GatedLinearRNN(2, 3, 2, lam_init=(0.5, 1.5))
+    m = lib.GatedLinearRNN(2, 3, 2)
+    with pytest.raises(ValueError, match="x must have shape"):
+        m(torch.zeros(1, 4, 3))
+    with pytest.raises(ValueError, match="method"):
+        m(torch.zeros(1, 4, 2), method="fft")
+    with pytest.raises(ValueError, match="lam"):
+        lib.GatedLinearRNN.from_weights(torch.ones(3, 3), torch.ones(3, 3), torch.tensor([0.0, 1.0, 1.5]),
+                                        torch.ones(2, 3), torch.ones(2, 3), torch.ones(1, 2))
+    with pytest.raises(ValueError, match="W_in_x"):
+        lib.GatedLinearRNN.from_weights(torch.ones(3, 3), torch.ones(2, 3), torch.ones(3),
+                                        torch.ones(2, 3), torch.ones(2, 3), torch.ones(1, 2))
+    with pytest.raises(ValueError, match="scale"):
+        lib.lstm_from_attention(torch.eye(2), torch.eye(2), torch.eye(2), scale=0.0)
+    with pytest.raises(ValueError, match="eps"):
+        lib.glu_gating(torch.eye(2), torch.eye(2), eps=-1.0)
+    with pytest.raises(ValueError, match="kind"):
+        lib.RecurrentNet("transformer", 2, 4, 2)
+    with pytest.raises(ValueError, match="steps"):
+        lib.train_adamw(m, lambda g: (torch.zeros(1, 2, 2), torch.zeros(1, 2, 2)), steps=0)
+
+
+@settings(max_examples=15, deadline=None)
+@given(d=st.integers(1, 3), n=st.integers(1, 6), L=st.integers(1, 3), seed=st.integers(0, 10_000))
+def test_polynomial_tensor_evaluates_to_model_output(d, n, L, seed):
+    """The exact tensor of the L-token map, contracted with w = (x_0..x_{L-1}, 1), is the output."""
+    m = lib.GatedLinearRNN(d, n, 2, seed=seed)
+    x = torch.randn(5, L, d, generator=torch.Generator().manual_seed(seed))
+    C = lib.instantaneous_tensor(m, n_tokens=L)
+    w = torch.cat([x.reshape(5, -1), torch.ones(5, 1)], dim=1)
+    y_poly = torch.einsum("iabce,na,nb,nc,ne->ni", C, w, w, w, w)
+    exps, coef = lib.polynomial_coefficients(C)
+    y_mono = torch.stack([torch.stack([torch.prod(w[k, :-1] ** torch.tensor(e)) for e in exps]) for k in range(5)]) @ coef.T
+    with torch.no_grad():
+        y = m(x)[:, -1]
+    assert _rel(y_poly, y) <= 1e-10 and _rel(y_mono, y) <= 1e-10
