@@ -6,6 +6,7 @@ Modules, by subject:
     scaled_conv  the scaled 1-D convolution (eq. 8) and its weights rho_j (eq. 21)
     training     full-batch gradient descent shared by every Part I model
     plotting     the book's single matplotlib style
+    experiments  Section 5: teacher data at a given SNR, S1 sequences, mini-batch GD, R^2, kernel limit
 
 Every function takes tensors and plain numbers, returns tensors, works in float64 by
 default and validates its arguments before doing any work.
@@ -21,6 +22,19 @@ from .linear_rnn import (
 )
 from .scaled_conv import ScaledConv, rho, rho_max
 from .training import loss_fn, train_gd
+from .experiments import (
+    TapsRNN,
+    add_output_noise,
+    conv_features,
+    delay_taps,
+    gd_path,
+    markov_taps,
+    r2_score,
+    rho_ridge,
+    s1_sequences,
+    teacher_dataset,
+    train_minibatch,
+)
 
 __all__ = [
     "ScaledConv",
@@ -35,4 +49,15 @@ __all__ = [
     "impulse_response",
     "vandermonde_matrix",
     "vandermonde_realization",
+    "TapsRNN",
+    "add_output_noise",
+    "conv_features",
+    "delay_taps",
+    "gd_path",
+    "markov_taps",
+    "r2_score",
+    "rho_ridge",
+    "s1_sequences",
+    "teacher_dataset",
+    "train_minibatch",
 ]
