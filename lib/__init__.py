@@ -6,6 +6,7 @@ Modules, by subject:
     scaled_conv  the scaled 1-D convolution (eq. 8) and its weights rho_j (eq. 21)
     training     full-batch gradient descent shared by every Part I model
     plotting     the book's single matplotlib style
+    experiments  Section 5: teacher data at a given SNR, S1 sequences, mini-batch GD, R^2, kernel limit
     sequence_memory  linear autoencoders for sequences (Sperduti 2015, §2.1)
     ff_to_rnn    feedforward -> recurrent constructions, linear and nonlinear (Sperduti 2015, §3)
     protein      the amino-acid code and the feedforward network of Sperduti's §4
@@ -28,6 +29,19 @@ from .linear_rnn import (
 )
 from .scaled_conv import ScaledConv, rho, rho_max
 from .training import loss_fn, train_gd
+from .experiments import (
+    TapsRNN,
+    add_output_noise,
+    conv_features,
+    delay_taps,
+    gd_path,
+    markov_taps,
+    r2_score,
+    rho_ridge,
+    s1_sequences,
+    teacher_dataset,
+    train_minibatch,
+)
 from .sequence_memory import (SequenceAutoencoder, autoencoder_matrices, check_sequences, encode,
                               encode_reference, fit_sequence_autoencoder, pad_sequences,
                               shift_operators, state_matrix, state_matrix_reference, thin_svd)
@@ -62,6 +76,17 @@ __all__ = [
     "impulse_response",
     "vandermonde_matrix",
     "vandermonde_realization",
+    "TapsRNN",
+    "add_output_noise",
+    "conv_features",
+    "delay_taps",
+    "gd_path",
+    "markov_taps",
+    "r2_score",
+    "rho_ridge",
+    "s1_sequences",
+    "teacher_dataset",
+    "train_minibatch",
     "SequenceAutoencoder", "autoencoder_matrices", "check_sequences", "encode", "encode_reference",
     "fit_sequence_autoencoder", "pad_sequences", "shift_operators", "state_matrix",
     "state_matrix_reference", "thin_svd",
