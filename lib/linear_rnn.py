@@ -81,13 +81,18 @@ def impulse_response(W: torch.Tensor, F: torch.Tensor, C: torch.Tensor, T: int) 
 def markov_parameters(W: torch.Tensor, F: torch.Tensor, C: torch.Tensor, T: int) -> torch.Tensor:
     """The Markov parameters of eq. (9), like ``impulse_response``, through the fast engine.
 
-    Returns (T, n_y, n_x), bitwise equal to ``impulse_response(W, F, C, T)`` in the forward
+    Returns (T, n_y, n_x), equal to ``impulse_response(W, F, C, T)`` (to rounding) in the forward
     pass.  The backward pass is hand-structured (see ``_MarkovFunction``): cost O(T n^2 n_x)
     with the W-gradient as a single GEMM, instead of T accumulated outer products.  It also has
     a forward-mode (jvp) rule and works under torch.func.vmap / jacrev / jvp.
     """
     _check_wfc(W, F, C)
     T = positive_int("T", T)
+    return _markov(W, F, C, T)
+
+
+def _markov(W, F, C, T):
+    """``markov_parameters`` without input validation (the model's hot path)."""
     L, _ = _MarkovFunction.apply(W, F, C, T)
     return L
 
@@ -122,23 +127,30 @@ class _MarkovFunction(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, gL, _gQ):
-        W, _F, C, Q = ctx.saved_tensors
+        W, F, C, Q = ctx.saved_tensors
         T, n, n_x = Q.shape
+        if torch.is_grad_enabled():
+            # a differentiable backward (create_graph=True, Hessians, torch.func.grad) must see
+            # Q as a function of (W, F), not as the saved constant: recompute it (T-1 matvecs)
+            s = 1.0 / math.sqrt(n)
+            Qs = [F]
+            for _ in range(1, T):
+                Qs.append((W @ Qs[-1]) * s)
+            Q = torch.stack(Qs)
         s = 1.0 / math.sqrt(n)
-        CtG = C.mT @ gL                          # (T, n, n_x): C^T dL_k
-        # V_k = sum_{j>=k} ((W s)^{j-k})^T C^T dL_j, by the backward recursion
+        CtG = (C.mT * s) @ gL                    # (T, n, n_x): C^T dL_k / sqrt(n)
+        # s V_k = s sum_{j>=k} ((W s)^{j-k})^T C^T dL_j, by the backward recursion (T-1 matvecs)
         V = [CtG[T - 1]]
         for k in range(T - 2, -1, -1):
-            V.append((W.mT @ V[-1]) * s + CtG[k])
-        V = torch.stack(V[::-1])                 # (T, n, n_x)
-        gC = s * (gL.permute(1, 0, 2).reshape(gL.shape[1], T * n_x)
-                  @ Q.permute(0, 2, 1).reshape(T * n_x, n))
-        gF = s * V[0]
+            V.append(W.mT @ (V[-1] * s) + CtG[k])
+        V = torch.stack(V[::-1])                 # (T, n, n_x), holds s V_k
+        gC = (gL.permute(1, 0, 2).reshape(gL.shape[1], T * n_x) * s) @ Q.permute(0, 2, 1).reshape(T * n_x, n)
+        gF = V[0]
         if T > 1:
-            # dL_j / dW couples V_{k+1} and Q_k: one (n x (T-1) n_x) @ ((T-1) n_x x n) product
-            Vk = V[1:].permute(1, 0, 2).reshape(n, (T - 1) * n_x)
+            # dL_j / dW couples V_{k+1} and Q_k: ONE (n x (T-1) n_x) @ ((T-1) n_x x n) product
+            Vk = V[1:].permute(1, 0, 2).reshape(n, (T - 1) * n_x) * s
             Qk = Q[:-1].permute(1, 0, 2).reshape(n, (T - 1) * n_x)
-            gW = (s * s) * (Vk @ Qk.mT)
+            gW = Vk @ Qk.mT
         else:
             gW = torch.zeros_like(W)
         return gW, gF, gC, None
@@ -182,6 +194,18 @@ def causal_conv(L: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         # every output time t >= j receives L_j x_{t-j}
         y[:, j:, :] = y[:, j:, :] + x[:, : T - j, :] @ L[j].T
     return y
+
+
+def _conv_fast(L: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """``causal_conv`` for T_L == T as ONE matmul: y[:, t] = sum_j L_j x[:, t-j] (no validation).
+
+    X[i, t, (j, b)] = x[i, t-j, b] (0 for t < j) is built by indexing a zero-padded copy.
+    """
+    N, T, n_x = x.shape
+    padded = torch.cat([x.new_zeros(N, T - 1, n_x), x], dim=1)            # (N, 2T-1, n_x)
+    idx = torch.arange(T)[:, None] - torch.arange(T)[None, :] + (T - 1)    # [t, j] -> t-j+T-1
+    X = padded[:, idx, :].reshape(N, T, T * n_x)                            # [i, t, (j, b)]
+    return X @ L.permute(0, 2, 1).reshape(T * n_x, L.shape[1])              # (N, T, n_y)
 
 
 class LinearRNN(nn.Module):
@@ -273,7 +297,7 @@ class LinearRNN(nn.Module):
         if self._engine == "recurrence":
             return self.forward_recurrence(x)
         x = self._check_input(x)
-        return causal_conv(markov_parameters(self.W, self.F, self.C, x.shape[1]), x)
+        return _conv_fast(_markov(self.W, self.F, self.C, x.shape[1]), x)
 
 
 # --------------------------------------------------------------------------------------
