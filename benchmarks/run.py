@@ -59,7 +59,7 @@ def format_table(rows: list[dict]) -> str:
 def main(argv: list[str]) -> int:
     quick = "--quick" in argv
     rows = run_all(quick=quick)
-    print(format_table(rows))
+    print(format_table(rows), flush=True)
     missed = [r["name"] for r in rows if not r["ok"]]
     if missed:
         print("target missed:", "; ".join(missed), file=sys.stderr)

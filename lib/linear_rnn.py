@@ -98,78 +98,83 @@ def _markov(W, F, C, T):
 
 
 class _MarkovFunction(torch.autograd.Function):
-    """(W, F, C) -> (L, Q) with Q_j = (W/sqrt n)^j F and L_j = C Q_j / sqrt(n).
+    """(W, F, C) -> (L, Qt) with Q_j = (W/sqrt n)^j F and L_j = C Q_j / sqrt(n).
 
-    Q is returned (non-differentiable) only so that ``setup_context`` can save it for the
-    backward and jvp; ``markov_parameters`` drops it.  Every rule is written in torch ops, so
-    torch.func transforms (vmap, jacrev, jvp) work through it (``generate_vmap_rule``).
+    The Krylov vectors are kept as rows, Qt_j = Q_j^T (n_x, n), because a row block times W
+    (``Qt @ W.mT``, ``Vt @ W``) is the fastest BLAS form for a few vectors (an (n, 2) right
+    operand is several times slower than two rows on the reference machine; see
+    benchmarks/).  Qt is returned (non-differentiable) only so that ``setup_context`` can
+    save it; ``markov_parameters`` drops it.  Every rule is written in torch ops, so torch.func
+    transforms (vmap, jacrev, jvp) work through it (``generate_vmap_rule``).
+
+    Backward, for cotangents G_j = dloss/dL_j (s = 1/sqrt n, A = s W):
+        Vt_{T-1} = s G_{T-1}^T C,   Vt_k = Vt_{k+1} A + s G_k^T C        (T-1 row-matvecs)
+        dF = Vt_0^T,   dC = s sum_j G_j Qt_j,   dW = s sum_k Vt_{k+1}^T Qt_k
+    and dW is formed as ONE (n x (T-1) n_x) by ((T-1) n_x x n) product.
     """
 
     generate_vmap_rule = True
 
     @staticmethod
-    def forward(W, F, C, T):
+    def _krylov_rows(W, F, T):
         s = 1.0 / math.sqrt(W.shape[-1])
-        Q = [F]
+        Qt = [F.mT]
         for _ in range(1, T):
-            Q.append((W @ Q[-1]) * s)  # same operation order as impulse_response
-        Q = torch.stack(Q)                       # (T, n, n_x)
-        L = (C @ Q) * s                          # (T, n_y, n_x)
-        return L, Q
+            Qt.append((Qt[-1] @ W.mT) * s)
+        return torch.stack(Qt)                   # (T, n_x, n)
+
+    @staticmethod
+    def forward(W, F, C, T):
+        Qt = _MarkovFunction._krylov_rows(W, F, T)
+        L = (Qt @ C.mT).mT * (1.0 / math.sqrt(W.shape[-1]))   # (T, n_y, n_x)
+        return L, Qt
 
     @staticmethod
     def setup_context(ctx, inputs, output):
         W, F, C, T = inputs
-        _, Q = output
-        ctx.mark_non_differentiable(Q)
-        ctx.save_for_backward(W, F, C, Q)
-        ctx.save_for_forward(W, F, C, Q)
+        _, Qt = output
+        ctx.mark_non_differentiable(Qt)
+        ctx.save_for_backward(W, F, C, Qt)
+        ctx.save_for_forward(W, F, C, Qt)
 
     @staticmethod
     def backward(ctx, gL, _gQ):
-        W, F, C, Q = ctx.saved_tensors
-        T, n, n_x = Q.shape
+        W, F, C, Qt = ctx.saved_tensors
+        T, n_x, n = Qt.shape
+        s = 1.0 / math.sqrt(n)
         if torch.is_grad_enabled():
             # a differentiable backward (create_graph=True, Hessians, torch.func.grad) must see
             # Q as a function of (W, F), not as the saved constant: recompute it (T-1 matvecs)
-            s = 1.0 / math.sqrt(n)
-            Qs = [F]
-            for _ in range(1, T):
-                Qs.append((W @ Qs[-1]) * s)
-            Q = torch.stack(Qs)
-        s = 1.0 / math.sqrt(n)
-        CtG = (C.mT * s) @ gL                    # (T, n, n_x): C^T dL_k / sqrt(n)
-        # s V_k = s sum_{j>=k} ((W s)^{j-k})^T C^T dL_j, by the backward recursion (T-1 matvecs)
-        V = [CtG[T - 1]]
+            Qt = _MarkovFunction._krylov_rows(W, F, T)
+        Gt = (gL.mT @ C) * s                      # (T, n_x, n): s G_k^T C
+        Vt = [Gt[T - 1]]
         for k in range(T - 2, -1, -1):
-            V.append(W.mT @ (V[-1] * s) + CtG[k])
-        V = torch.stack(V[::-1])                 # (T, n, n_x), holds s V_k
-        gC = (gL.permute(1, 0, 2).reshape(gL.shape[1], T * n_x) * s) @ Q.permute(0, 2, 1).reshape(T * n_x, n)
-        gF = V[0]
+            Vt.append((Vt[-1] @ W) * s + Gt[k])
+        Vt = torch.stack(Vt[::-1])               # (T, n_x, n)
+        n_y = gL.shape[1]
+        gC = (gL.permute(1, 0, 2).reshape(n_y, T * n_x) * s) @ Qt.reshape(T * n_x, n)
+        gF = Vt[0].mT
         if T > 1:
-            # dL_j / dW couples V_{k+1} and Q_k: ONE (n x (T-1) n_x) @ ((T-1) n_x x n) product
-            Vk = V[1:].permute(1, 0, 2).reshape(n, (T - 1) * n_x) * s
-            Qk = Q[:-1].permute(1, 0, 2).reshape(n, (T - 1) * n_x)
-            gW = Vk @ Qk.mT
+            gW = (Vt[1:].reshape((T - 1) * n_x, n) * s).mT @ Qt[:-1].reshape((T - 1) * n_x, n)
         else:
             gW = torch.zeros_like(W)
         return gW, gF, gC, None
 
     @staticmethod
     def jvp(ctx, dW, dF, dC, _dT):
-        W, F, C, Q = ctx.saved_tensors
-        T, n, n_x = Q.shape
+        W, F, C, Qt = ctx.saved_tensors
+        T, n_x, n = Qt.shape
         s = 1.0 / math.sqrt(n)
-        dQ = [torch.zeros_like(F) if dF is None else dF]
+        dQt = [torch.zeros_like(Qt[0]) if dF is None else dF.mT]
         for j in range(1, T):
-            step = (W @ dQ[-1]) * s
+            step = (dQt[-1] @ W.mT) * s
             if dW is not None:
-                step = step + (dW @ Q[j - 1]) * s
-            dQ.append(step)
-        dQ = torch.stack(dQ)
-        dL = (C @ dQ) * s
+                step = step + (Qt[j - 1] @ dW.mT) * s
+            dQt.append(step)
+        dQt = torch.stack(dQt)
+        dL = (dQt @ C.mT).mT * s
         if dC is not None:
-            dL = dL + (dC @ Q) * s
+            dL = dL + (Qt @ dC.mT).mT * s
         return dL, None
 
 
@@ -197,15 +202,19 @@ def causal_conv(L: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
 
 
 def _conv_fast(L: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-    """``causal_conv`` for T_L == T as ONE matmul: y[:, t] = sum_j L_j x[:, t-j] (no validation).
+    """``causal_conv`` for T_L == T as ONE matmul with the block-Toeplitz matrix of the taps.
 
-    X[i, t, (j, b)] = x[i, t-j, b] (0 for t < j) is built by indexing a zero-padded copy.
+    TL[(t, a), (s, b)] = L_{t-s}[a, b] for t >= s (0 otherwise) is gathered from the T n_y n_x
+    taps (tiny), so the forward and its backward cost one (N, T n_x) x (T n_x, T n_y) product.
+    No validation (the model's hot path).
     """
     N, T, n_x = x.shape
-    padded = torch.cat([x.new_zeros(N, T - 1, n_x), x], dim=1)            # (N, 2T-1, n_x)
-    idx = torch.arange(T)[:, None] - torch.arange(T)[None, :] + (T - 1)    # [t, j] -> t-j+T-1
-    X = padded[:, idx, :].reshape(N, T, T * n_x)                            # [i, t, (j, b)]
-    return X @ L.permute(0, 2, 1).reshape(T * n_x, L.shape[1])              # (N, T, n_y)
+    n_y = L.shape[1]
+    Lpad = torch.cat([L, L.new_zeros(1, n_y, n_x)])                   # row T is the zero tap
+    lag = torch.arange(T)[:, None] - torch.arange(T)[None, :]          # [t, s] -> t - s
+    lag = torch.where(lag >= 0, lag, T)
+    TL = Lpad[lag].permute(0, 2, 1, 3).reshape(T * n_y, T * n_x)       # [(t, a), (s, b)]
+    return (x.reshape(N, T * n_x) @ TL.mT).reshape(N, T, n_y)
 
 
 class LinearRNN(nn.Module):
@@ -277,8 +286,12 @@ class LinearRNN(nn.Module):
         return x
 
     def markov_parameters(self, T: int) -> torch.Tensor:
-        """The impulse response L_0..L_{T-1} of this RNN, shape (T, n_y, n_x) (fast engine)."""
-        return markov_parameters(self.W, self.F, self.C, T)
+        """The impulse response L_0..L_{T-1} of this RNN, shape (T, n_y, n_x) (fast engine).
+
+        The weights were validated at construction, so only T is checked here (checking W for
+        NaN costs as much as the taps themselves).
+        """
+        return _markov(self.W, self.F, self.C, positive_int("T", T))
 
     def forward_recurrence(self, x: torch.Tensor) -> torch.Tensor:
         """Reference forward pass: the step-by-step recurrence of eq. (1)."""
