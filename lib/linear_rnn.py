@@ -97,6 +97,35 @@ def _markov(W, F, C, T):
     return L
 
 
+def _row_blocks(n: int) -> int:
+    """How many row blocks ``_rows_times`` splits W into (1 = a plain product)."""
+    if n < 256:
+        return 1
+    for nb in (4, 2):
+        if n % nb == 0:
+            return nb
+    return 1
+
+
+def _rows_times(W: torch.Tensor, transpose: bool):
+    """A function R -> R @ W.T (transpose=True) or R @ W, for a few rows R (k, n), W (n, n).
+
+    A product of W with a handful of vectors streams W from memory once and is limited by that
+    traffic, and BLAS runs it on one core.  Splitting the inner dimension into blocks and
+    calling ONE batched product (bmm) lets both cores stream their share of W: about 1.5x
+    faster at n = 1000 on the reference machine (see the Performance appendix).  Exact up to
+    the order of summation.  The block views of W are made once per Krylov sequence.
+    """
+    n = W.shape[-1]
+    nb = _row_blocks(n)
+    if nb == 1:
+        Wm = W.mT if transpose else W
+        return lambda R: R @ Wm
+    Wb = W.reshape(n, nb, n // nb).permute(1, 2, 0) if transpose else W.reshape(nb, n // nb, n)
+    m = n // nb
+    return lambda R: torch.bmm(R.reshape(R.shape[0], nb, m).transpose(0, 1), Wb).sum(0)
+
+
 class _MarkovFunction(torch.autograd.Function):
     """(W, F, C) -> (L, Qt) with Q_j = (W/sqrt n)^j F and L_j = C Q_j / sqrt(n).
 
@@ -118,9 +147,10 @@ class _MarkovFunction(torch.autograd.Function):
     @staticmethod
     def _krylov_rows(W, F, T):
         s = 1.0 / math.sqrt(W.shape[-1])
+        times_WT = _rows_times(W, transpose=True)
         Qt = [F.mT]
         for _ in range(1, T):
-            Qt.append((Qt[-1] @ W.mT) * s)
+            Qt.append(times_WT(Qt[-1] * s))
         return torch.stack(Qt)                   # (T, n_x, n)
 
     @staticmethod
@@ -147,9 +177,10 @@ class _MarkovFunction(torch.autograd.Function):
             # Q as a function of (W, F), not as the saved constant: recompute it (T-1 matvecs)
             Qt = _MarkovFunction._krylov_rows(W, F, T)
         Gt = (gL.mT @ C) * s                      # (T, n_x, n): s G_k^T C
+        times_W = _rows_times(W, transpose=False)
         Vt = [Gt[T - 1]]
         for k in range(T - 2, -1, -1):
-            Vt.append((Vt[-1] @ W) * s + Gt[k])
+            Vt.append(times_W(Vt[-1] * s) + Gt[k])
         Vt = torch.stack(Vt[::-1])               # (T, n_x, n)
         n_y = gL.shape[1]
         gC = (gL.permute(1, 0, 2).reshape(n_y, T * n_x) * s) @ Qt.reshape(T * n_x, n)
