@@ -241,6 +241,8 @@ def _conv_fast(L: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     """
     N, T, n_x = x.shape
     n_y = L.shape[1]
+    if T * T * n_x * n_y > 1 << 22:   # the Toeplitz matrix would exceed 32 MB: loop over lags
+        return causal_conv(L, x)
     Lpad = torch.cat([L, L.new_zeros(1, n_y, n_x)])                   # row T is the zero tap
     lag = torch.arange(T)[:, None] - torch.arange(T)[None, :]          # [t, s] -> t - s
     lag = torch.where(lag >= 0, lag, T)

@@ -110,3 +110,12 @@ def test_hessian_vector_product_matches():
     hvp = {k: torch.func.jvp(torch.func.grad(loss(f)), (W,), (v,))[1]
            for k, f in (("fast", markov_parameters), ("ref", lib.impulse_response))}
     assert close(hvp["fast"], hvp["ref"])
+
+
+def test_long_sequences_use_the_loop_and_agree():
+    model = lib.LinearRNN(8, 1, 1, 0.5, 1.0, 1.0, seed=6)
+    x = torch.randn(2, 2100, 1, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    with torch.no_grad():
+        y_fast = model(x)
+        model.engine = "recurrence"
+        assert close(y_fast, model(x))
