@@ -4,6 +4,7 @@ Modules, by subject:
     linear_rnn   linear RNNs, Markov parameters, causal convolutions, Vandermonde realization
     data         the S1 recording and the protein secondary-structure set (checksummed)
     scaled_conv  the scaled 1-D convolution (eq. 8) and its weights rho_j (eq. 21)
+    ntk          tangent kernels: Thm 3.2 (conv), empirical (torch.func), M_n = J J^T factor
     training     full-batch gradient descent shared by every Part I model
     plotting     the book's single matplotlib style
     experiments  Section 5: teacher data at a given SNR, S1 sequences, mini-batch GD, R^2, kernel limit
@@ -24,8 +25,19 @@ from .linear_rnn import (
     chebyshev_nodes,
     equispaced_nodes,
     impulse_response,
+    markov_parameters,
     vandermonde_matrix,
     vandermonde_realization,
+)
+from .ntk import (
+    conv_ntk,
+    conv_ntk_factor,
+    empirical_ntk,
+    factored_ntk,
+    markov_jacobian,
+    markov_ntk_factor,
+    markov_ntk_factor_reference,
+    toeplitz,
 )
 from .scaled_conv import ScaledConv, rho, rho_max
 from .training import loss_fn, train_gd
@@ -64,6 +76,14 @@ from .icl import eta_star, gd_loss, gd_predict, icl_batch, optimal_gd_loss
 from .recurrent_cells import RECURRENT_KINDS, LRULayer, RecurrentNet, glu_gating, lstm_from_attention
 
 __all__ = [
+    "conv_ntk",
+    "conv_ntk_factor",
+    "empirical_ntk",
+    "factored_ntk",
+    "markov_jacobian",
+    "markov_ntk_factor",
+    "markov_ntk_factor_reference",
+    "toeplitz",
     "ScaledConv",
     "rho",
     "rho_max",
@@ -74,6 +94,7 @@ __all__ = [
     "chebyshev_nodes",
     "equispaced_nodes",
     "impulse_response",
+    "markov_parameters",
     "vandermonde_matrix",
     "vandermonde_realization",
     "TapsRNN",

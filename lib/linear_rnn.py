@@ -9,6 +9,14 @@ gives the causal convolution y_t = sum_{j<=t} L_j x_{t-j} with Markov parameters
 (impulse response) L_j = n^{-(j+1)/2} C W^j F (Prop. 2.1a).  Conversely any T taps L_j are
 realised by an RNN with n = T n_x n_y units through a Vandermonde system (Prop. 2.1b).
 
+Two exact engines compute the same function of (W, F, C):
+    "markov"      (default) y = causal_conv(L, x) with the taps L from ``markov_parameters``, a
+                  custom autograd Function whose backward is O(T n^2 n_x): one backward
+                  recursion V_k = (W/sqrt n)^T V_{k+1} + C^T dL_k and the gradient with respect
+                  to W as ONE (n x T n_x) by (T n_x x n) product;
+    "recurrence"  the step-by-step recurrence of eq. (1) (``forward_recurrence``), the reference.
+The recurrence costs O(N T n^2) per pass, the Markov engine O(T n^2 (n_x + n_y) + N T^2 n_x n_y).
+
 Shapes (the convention of the whole library):
     x: (N, T, n_x)   y: (N, T, n_y)   L: (T, n_y, n_x)
     W: (n, n)        F: (n, n_x)      C: (n_y, n)
@@ -23,9 +31,13 @@ from torch import nn
 
 from ._checks import DTYPE, as_tensor, positive_int, positive_real
 
+ENGINES = ("markov", "recurrence")
+
 __all__ = [
     "LinearRNN",
+    "ENGINES",
     "impulse_response",
+    "markov_parameters",
     "causal_conv",
     "vandermonde_matrix",
     "vandermonde_realization",
@@ -66,6 +78,137 @@ def impulse_response(W: torch.Tensor, F: torch.Tensor, C: torch.Tensor, T: int) 
     return torch.stack(taps)
 
 
+def markov_parameters(W: torch.Tensor, F: torch.Tensor, C: torch.Tensor, T: int) -> torch.Tensor:
+    """The Markov parameters of eq. (9), like ``impulse_response``, through the fast engine.
+
+    Returns (T, n_y, n_x), equal to ``impulse_response(W, F, C, T)`` (to rounding) in the forward
+    pass.  The backward pass is hand-structured (see ``_MarkovFunction``): cost O(T n^2 n_x)
+    with the W-gradient as a single GEMM, instead of T accumulated outer products.  It also has
+    a forward-mode (jvp) rule and works under torch.func.vmap / jacrev / jvp.
+    """
+    _check_wfc(W, F, C)
+    T = positive_int("T", T)
+    return _markov(W, F, C, T)
+
+
+def _markov(W, F, C, T):
+    """``markov_parameters`` without input validation (the model's hot path)."""
+    L, _ = _MarkovFunction.apply(W, F, C, T)
+    return L
+
+
+def _row_blocks(n: int) -> int:
+    """How many row blocks ``_rows_times`` splits W into (1 = a plain product)."""
+    if n < 256:
+        return 1
+    for nb in (4, 2):
+        if n % nb == 0:
+            return nb
+    return 1
+
+
+def _rows_times(W: torch.Tensor, transpose: bool):
+    """A function R -> R @ W.T (transpose=True) or R @ W, for a few rows R (k, n), W (n, n).
+
+    A product of W with a handful of vectors streams W from memory once and is limited by that
+    traffic, and BLAS runs it on one core.  Splitting the inner dimension into blocks and
+    calling ONE batched product (bmm) lets both cores stream their share of W: about 1.5x
+    faster at n = 1000 on the reference machine (see the Performance appendix).  Exact up to
+    the order of summation.  The block views of W are made once per Krylov sequence.
+    """
+    n = W.shape[-1]
+    nb = _row_blocks(n)
+    if nb == 1:
+        Wm = W.mT if transpose else W
+        return lambda R: R @ Wm
+    Wb = W.reshape(n, nb, n // nb).permute(1, 2, 0) if transpose else W.reshape(nb, n // nb, n)
+    m = n // nb
+    return lambda R: torch.bmm(R.reshape(R.shape[0], nb, m).transpose(0, 1), Wb).sum(0)
+
+
+class _MarkovFunction(torch.autograd.Function):
+    """(W, F, C) -> (L, Qt) with Q_j = (W/sqrt n)^j F and L_j = C Q_j / sqrt(n).
+
+    The Krylov vectors are kept as rows, Qt_j = Q_j^T (n_x, n), because a row block times W
+    (``Qt @ W.mT``, ``Vt @ W``) is the fastest BLAS form for a few vectors (an (n, 2) right
+    operand is several times slower than two rows on the reference machine; see
+    benchmarks/).  Qt is returned (non-differentiable) only so that ``setup_context`` can
+    save it; ``markov_parameters`` drops it.  Every rule is written in torch ops, so torch.func
+    transforms (vmap, jacrev, jvp) work through it (``generate_vmap_rule``).
+
+    Backward, for cotangents G_j = dloss/dL_j (s = 1/sqrt n, A = s W):
+        Vt_{T-1} = s G_{T-1}^T C,   Vt_k = Vt_{k+1} A + s G_k^T C        (T-1 row-matvecs)
+        dF = Vt_0^T,   dC = s sum_j G_j Qt_j,   dW = s sum_k Vt_{k+1}^T Qt_k
+    and dW is formed as ONE (n x (T-1) n_x) by ((T-1) n_x x n) product.
+    """
+
+    generate_vmap_rule = True
+
+    @staticmethod
+    def _krylov_rows(W, F, T):
+        s = 1.0 / math.sqrt(W.shape[-1])
+        times_WT = _rows_times(W, transpose=True)
+        Qt = [F.mT]
+        for _ in range(1, T):
+            Qt.append(times_WT(Qt[-1] * s))
+        return torch.stack(Qt)                   # (T, n_x, n)
+
+    @staticmethod
+    def forward(W, F, C, T):
+        Qt = _MarkovFunction._krylov_rows(W, F, T)
+        L = (Qt @ C.mT).mT * (1.0 / math.sqrt(W.shape[-1]))   # (T, n_y, n_x)
+        return L, Qt
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        W, F, C, T = inputs
+        _, Qt = output
+        ctx.mark_non_differentiable(Qt)
+        ctx.save_for_backward(W, F, C, Qt)
+        ctx.save_for_forward(W, F, C, Qt)
+
+    @staticmethod
+    def backward(ctx, gL, _gQ):
+        W, F, C, Qt = ctx.saved_tensors
+        T, n_x, n = Qt.shape
+        s = 1.0 / math.sqrt(n)
+        if torch.is_grad_enabled():
+            # a differentiable backward (create_graph=True, Hessians, torch.func.grad) must see
+            # Q as a function of (W, F), not as the saved constant: recompute it (T-1 matvecs)
+            Qt = _MarkovFunction._krylov_rows(W, F, T)
+        Gt = (gL.mT @ C) * s                      # (T, n_x, n): s G_k^T C
+        times_W = _rows_times(W, transpose=False)
+        Vt = [Gt[T - 1]]
+        for k in range(T - 2, -1, -1):
+            Vt.append(times_W(Vt[-1] * s) + Gt[k])
+        Vt = torch.stack(Vt[::-1])               # (T, n_x, n)
+        n_y = gL.shape[1]
+        gC = (gL.permute(1, 0, 2).reshape(n_y, T * n_x) * s) @ Qt.reshape(T * n_x, n)
+        gF = Vt[0].mT
+        if T > 1:
+            gW = (Vt[1:].reshape((T - 1) * n_x, n) * s).mT @ Qt[:-1].reshape((T - 1) * n_x, n)
+        else:
+            gW = torch.zeros_like(W)
+        return gW, gF, gC, None
+
+    @staticmethod
+    def jvp(ctx, dW, dF, dC, _dT):
+        W, F, C, Qt = ctx.saved_tensors
+        T, n_x, n = Qt.shape
+        s = 1.0 / math.sqrt(n)
+        dQt = [torch.zeros_like(Qt[0]) if dF is None else dF.mT]
+        for j in range(1, T):
+            step = (dQt[-1] @ W.mT) * s
+            if dW is not None:
+                step = step + (Qt[j - 1] @ dW.mT) * s
+            dQt.append(step)
+        dQt = torch.stack(dQt)
+        dL = (dQt @ C.mT).mT * s
+        if dC is not None:
+            dL = dL + (Qt @ dC.mT).mT * s
+        return dL, None
+
+
 def causal_conv(L: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     """Causal 1-D convolution y_t = sum_{j=0}^{t} L_j x_{t-j} (eq. 5).
 
@@ -89,6 +232,24 @@ def causal_conv(L: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     return y
 
 
+def _conv_fast(L: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """``causal_conv`` for T_L == T as ONE matmul with the block-Toeplitz matrix of the taps.
+
+    TL[(t, a), (s, b)] = L_{t-s}[a, b] for t >= s (0 otherwise) is gathered from the T n_y n_x
+    taps (tiny), so the forward and its backward cost one (N, T n_x) x (T n_x, T n_y) product.
+    No validation (the model's hot path).
+    """
+    N, T, n_x = x.shape
+    n_y = L.shape[1]
+    if T * T * n_x * n_y > 1 << 22:   # the Toeplitz matrix would exceed 32 MB: loop over lags
+        return causal_conv(L, x)
+    Lpad = torch.cat([L, L.new_zeros(1, n_y, n_x)])                   # row T is the zero tap
+    lag = torch.arange(T)[:, None] - torch.arange(T)[None, :]          # [t, s] -> t - s
+    lag = torch.where(lag >= 0, lag, T)
+    TL = Lpad[lag].permute(0, 2, 1, 3).reshape(T * n_y, T * n_x)       # [(t, a), (s, b)]
+    return (x.reshape(N, T * n_x) @ TL.mT).reshape(N, T, n_y)
+
+
 class LinearRNN(nn.Module):
     """The linear RNN of eq. (1) with the Gaussian initialisation of eq. (4).
 
@@ -99,11 +260,18 @@ class LinearRNN(nn.Module):
     nu_W must lie in (0, 1): the spectral radius of W/sqrt(n) tends to sqrt(nu_W), so the
     random system is stable with probability -> 1 only for nu_W < 1 (see Chapter 1).
     Pass ``allow_unstable=True`` to study nu_W >= 1 deliberately.
+
+    ``engine`` chooses how ``forward`` evaluates the (identical) map: ``"markov"`` (default,
+    fast: the causal convolution with the Markov parameters, O(T n^2) per pass) or
+    ``"recurrence"`` (the reference recurrence, O(N T n^2)).  It may be changed later by
+    assigning ``model.engine``.
     """
 
     def __init__(self, n: int, n_x: int, n_y: int, nu_W: float, nu_F: float, nu_C: float,
-                 seed: int = 0, *, dtype=DTYPE, allow_unstable: bool = False):
+                 seed: int = 0, *, dtype=DTYPE, allow_unstable: bool = False,
+                 engine: str = "markov"):
         super().__init__()
+        self.engine = engine
         self.n = positive_int("n", n)
         self.n_x = positive_int("n_x", n_x)
         self.n_y = positive_int("n_y", n_y)
@@ -128,10 +296,21 @@ class LinearRNN(nn.Module):
         nn.Module.__init__(model)
         model.n, model.n_x, model.n_y = n, F.shape[1], C.shape[0]
         model.nu_W = model.nu_F = model.nu_C = float("nan")  # not drawn from eq. (4)
+        model.engine = "markov"
         model.W = nn.Parameter(W.detach().clone())
         model.F = nn.Parameter(F.detach().clone())
         model.C = nn.Parameter(C.detach().clone())
         return model
+
+    @property
+    def engine(self) -> str:
+        return self._engine
+
+    @engine.setter
+    def engine(self, value: str) -> None:
+        if value not in ENGINES:
+            raise ValueError(f"engine must be one of {ENGINES}, got {value!r}")
+        self._engine = value
 
     def _check_input(self, x: torch.Tensor) -> torch.Tensor:
         x = as_tensor("x", x, 3, dtype=self.W.dtype)
@@ -140,8 +319,12 @@ class LinearRNN(nn.Module):
         return x
 
     def markov_parameters(self, T: int) -> torch.Tensor:
-        """The impulse response L_0..L_{T-1} of this RNN, shape (T, n_y, n_x)."""
-        return impulse_response(self.W, self.F, self.C, T)
+        """The impulse response L_0..L_{T-1} of this RNN, shape (T, n_y, n_x) (fast engine).
+
+        The weights were validated at construction, so only T is checked here (checking W for
+        NaN costs as much as the taps themselves).
+        """
+        return _markov(self.W, self.F, self.C, positive_int("T", T))
 
     def forward_recurrence(self, x: torch.Tensor) -> torch.Tensor:
         """Reference forward pass: the step-by-step recurrence of eq. (1)."""
@@ -156,8 +339,11 @@ class LinearRNN(nn.Module):
         return torch.stack(ys, dim=1)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """y = f_RNN(x, (W, F, C)), x: (N, T, n_x) -> y: (N, T, n_y)."""
-        return self.forward_recurrence(x)
+        """y = f_RNN(x, (W, F, C)), x: (N, T, n_x) -> y: (N, T, n_y), by ``self.engine``."""
+        if self._engine == "recurrence":
+            return self.forward_recurrence(x)
+        x = self._check_input(x)
+        return _conv_fast(_markov(self.W, self.F, self.C, x.shape[1]), x)
 
 
 # --------------------------------------------------------------------------------------

@@ -52,25 +52,32 @@ def train_gd(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, lr: float, s
         raise ValueError("give both x_test and y_test, or neither")
     params = [p for p in model.parameters() if p.requires_grad]
     train_hist, test_hist = [], []
+    n_out = y.numel()
 
-    def evaluate():
-        with torch.no_grad():
-            train_hist.append(float(loss_fn(model(x), y, "mean")))
-            if x_test is not None:
+    def record_test():
+        if x_test is not None:
+            with torch.no_grad():
                 test_hist.append(float(loss_fn(model(x_test), y_test, "mean")))
 
-    evaluate()
+    # The training loss at the current parameters comes from the same forward pass that drives
+    # the next update (one forward per step instead of two); only the final loss needs an
+    # extra pass.  "mean" is recovered from the residual of that pass, not from ``objective``.
+    record_test()
     if callback is not None:
         callback(0, model)
     for step in range(1, steps + 1):
-        objective = loss_fn(model(x), y, loss)
+        yhat = model(x)
+        objective = loss_fn(yhat, y, loss)
+        train_hist.append(float(((yhat.detach() - y) ** 2).sum()) / n_out)
         grads = torch.autograd.grad(objective, params)
         with torch.no_grad():
             for p, g in zip(params, grads):
-                p.sub_(lr * g)
-        evaluate()
+                p.sub_(g, alpha=lr)
+        record_test()
         if callback is not None:
             callback(step, model)
+    with torch.no_grad():
+        train_hist.append(float(loss_fn(model(x), y, "mean")))
     out = {"train": torch.tensor(train_hist)}
     if x_test is not None:
         out["test"] = torch.tensor(test_hist)

@@ -1,0 +1,71 @@
+"""Run every benchmarks/bench_*.py and print one table of speed ratios.
+
+    python benchmarks/run.py [--quick]        (or: make bench)
+
+Each ``bench_<subject>.py`` exposes ``run(quick: bool = False) -> list[dict]`` with keys
+name, reference_s, fast_s, ratio, max_rel_err, target_ratio.  The exit status is non-zero if
+any ratio misses its target or any fast path disagrees with its reference by more than 1e-10
+(relative).  Ratios, not absolute times, are the result: both sides run in the same process.
+"""
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+EXACT_TOL = 1e-10
+
+
+def discover(folder: Path = HERE) -> list[Path]:
+    """Every bench_*.py in ``folder``, sorted by name."""
+    return sorted(folder.glob("bench_*.py"))
+
+
+def load(path: Path):
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    if not callable(getattr(module, "run", None)):
+        raise TypeError(f"{path.name} must define run(quick: bool = False) -> list[dict]")
+    return module
+
+
+def run_all(quick: bool = False) -> list[dict]:
+    """Rows of every benchmark, each with an added ``bench`` key (the file's subject) and
+    ``ok`` (ratio >= target and max_rel_err <= 1e-10)."""
+    if str(HERE.parent) not in sys.path:
+        sys.path.insert(0, str(HERE.parent))
+    rows = []
+    for path in discover():
+        for row in load(path).run(quick=quick):
+            row = dict(row, bench=path.stem.removeprefix("bench_"))
+            row["ok"] = bool(row["ratio"] >= row["target_ratio"] and row["max_rel_err"] <= EXACT_TOL)
+            rows.append(row)
+    return rows
+
+
+def format_table(rows: list[dict]) -> str:
+    head = f"{'benchmark':<44} {'reference s':>12} {'fast s':>10} {'ratio':>8} {'target':>7} {'max rel err':>12}  ok"
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        ok = r.get("ok", r["ratio"] >= r["target_ratio"] and r["max_rel_err"] <= EXACT_TOL)
+        lines.append(f"{r['name']:<44} {r['reference_s']:>12.4f} {r['fast_s']:>10.4f} "
+                     f"{r['ratio']:>7.1f}x {r['target_ratio']:>6.0f}x {r['max_rel_err']:>12.2e}  "
+                     f"{'yes' if ok else 'NO'}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str]) -> int:
+    quick = "--quick" in argv
+    rows = run_all(quick=quick)
+    print(format_table(rows), flush=True)
+    missed = [r["name"] for r in rows if not r["ok"]]
+    if missed:
+        print("target missed:", "; ".join(missed), file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

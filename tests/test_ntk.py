@@ -1,0 +1,127 @@
+"""Tangent kernels (lib/ntk.py): Thm 3.2 closed form, the M_n factorisation, bad inputs."""
+import pytest
+import torch
+from hypothesis import given, settings, strategies as st
+
+import lib
+
+REL = 1e-10
+
+
+def close(a, b):
+    """||a - b|| <= 1e-10 ||b||: an exact identity in float64."""
+    return float(torch.linalg.norm(a - b)) <= REL * float(torch.linalg.norm(b))
+
+
+def data(*shape, seed):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(*shape, generator=g, dtype=torch.float64)
+
+
+# (N1, N2, T, n_x, n_y, seed)
+shapes = st.tuples(st.integers(1, 4), st.integers(1, 4), st.integers(1, 7), st.integers(1, 3),
+                   st.integers(1, 3), st.integers(0, 10_000))
+
+
+def test_toeplitz_is_eq_18():
+    x = data(4, 2, seed=0)
+    X = lib.toeplitz(x)
+    assert X.shape == (8, 4)
+    for j in range(4):
+        for t in range(4):
+            want = x[t - j] if t >= j else torch.zeros(2, dtype=torch.float64)
+            assert torch.equal(X[2 * j:2 * j + 2, t], want)
+    assert torch.equal(lib.toeplitz(x[None])[0], X)
+
+
+@settings(max_examples=30, deadline=None)
+@given(shapes)
+def test_toeplitz_gives_the_convolution(shape):
+    N, _, T, n_x, n_y, seed = shape
+    x = data(N, T, n_x, seed=seed)
+    L = data(T, n_y, n_x, seed=seed + 1)
+    Lmat = L.permute(1, 0, 2).reshape(n_y, T * n_x)          # [L_0 ... L_{T-1}]
+    y = torch.einsum("ar,irt->ita", Lmat, lib.toeplitz(x))
+    assert close(y, lib.causal_conv(L, x))
+
+
+@settings(max_examples=30, deadline=None)
+@given(shapes)
+def test_conv_ntk_equals_autograd_ntk_of_scaled_conv(shape):
+    N1, N2, T, n_x, n_y, seed = shape
+    rho = data(T, seed=seed).abs() + 0.1
+    model = lib.ScaledConv(rho, n_x, n_y, seed=seed)
+    x1, x2 = data(N1, T, n_x, seed=seed + 1), data(N2, T, n_x, seed=seed + 2)
+    K = lib.conv_ntk(x1, x2, rho, n_y)
+    assert K.shape == (N1 * T * n_y, N2 * T * n_y)
+    assert close(K, lib.empirical_ntk(model, x1, x2))
+    assert close(lib.factored_ntk(lib.conv_ntk_factor(rho, n_x, n_y), x1, x2, n_y), K)
+
+
+@settings(max_examples=25, deadline=None)
+@given(shapes, st.integers(1, 12))
+def test_rnn_ntk_factors_through_markov_gram(shape, n):
+    N1, N2, T, n_x, n_y, seed = shape
+    model = lib.LinearRNN(n, n_x, n_y, nu_W=0.6, nu_F=1.2, nu_C=0.8, seed=seed)
+    x1, x2 = data(N1, T, n_x, seed=seed + 1), data(N2, T, n_x, seed=seed + 2)
+    M = lib.markov_ntk_factor(model, T)
+    assert close(M, lib.markov_ntk_factor_reference(model, T))
+    K_fact = lib.factored_ntk(M, x1, x2, n_y)
+    assert close(K_fact, lib.empirical_ntk(model, x1, x2))
+    model.engine = "recurrence"
+    assert close(K_fact, lib.empirical_ntk(model, x1, x2, chunk=3))
+
+
+def test_ordering_sample_time_channel():
+    # K[(i,t,a),(k,s,c)] = d y1[i,t,a] . d y2[k,s,c]; check one entry against autograd by hand
+    model = lib.LinearRNN(5, 2, 3, 0.5, 1.0, 1.0, seed=1)
+    x1, x2 = data(2, 3, 2, seed=1), data(2, 3, 2, seed=2)
+    K = lib.empirical_ntk(model, x1, x2)
+    i, t, a, k, s, c = 1, 2, 0, 0, 1, 2
+    g1 = torch.autograd.grad(model(x1)[i, t, a], list(model.parameters()))
+    g2 = torch.autograd.grad(model(x2)[k, s, c], list(model.parameters()))
+    want = sum((u * v).sum() for u, v in zip(g1, g2))
+    T, n_y = 3, 3
+    assert torch.isclose(K[(i * T + t) * n_y + a, (k * T + s) * n_y + c], want, rtol=1e-12)
+
+
+def test_limit_of_markov_gram_is_rho_diagonal():
+    # Thm 3.3(b) in the factor: at large n, M_n is close to D(rho) (x) I (loose, statistical)
+    T, nu = 4, (0.5, 1.0, 1.0)
+    M = lib.markov_ntk_factor(lib.LinearRNN(2000, 1, 1, *nu, seed=0), T)
+    D = lib.conv_ntk_factor(lib.rho(T, *nu), 1, 1)
+    assert float(torch.linalg.norm(M - D) / torch.linalg.norm(D)) < 0.2
+
+
+def test_bad_inputs():
+    rho = torch.ones(3)
+    x = torch.zeros(2, 3, 1)
+    with pytest.raises(ValueError, match="n_x"):
+        lib.conv_ntk(x, torch.zeros(2, 3, 2), rho)
+    with pytest.raises(ValueError, match="length T"):
+        lib.conv_ntk(x, torch.zeros(2, 4, 1), rho)
+    with pytest.raises(ValueError, match="rho must hold"):
+        lib.conv_ntk(x, x, torch.ones(4))
+    with pytest.raises(ValueError, match="rho must be >= 0"):
+        lib.conv_ntk(x, x, -rho)
+    with pytest.raises(ValueError, match="n_y"):
+        lib.conv_ntk(x, x, rho, n_y=0)
+    with pytest.raises(ValueError, match="dimensions"):
+        lib.conv_ntk(torch.zeros(3, 1), x, rho)
+    model = lib.LinearRNN(4, 1, 1, 0.5, 1.0, 1.0)
+    with pytest.raises(ValueError, match="n_x"):
+        lib.empirical_ntk(model, torch.zeros(2, 3, 2), torch.zeros(2, 3, 2))
+    with pytest.raises(TypeError, match="nn.Module"):
+        lib.empirical_ntk(lambda x: x, x, x)
+    with pytest.raises(ValueError, match="T must be"):
+        lib.markov_ntk_factor(model, 0)
+    with pytest.raises(TypeError, match="LinearRNN"):
+        lib.markov_ntk_factor(lib.ScaledConv(rho, 1, 1), 3)
+    with pytest.raises(ValueError, match="M must have shape"):
+        lib.factored_ntk(torch.eye(4), x, x, 1)
+    with pytest.raises(ValueError, match="nu_W"):
+        lib.rho(3, 0.0, 1.0, 1.0)
+    with pytest.raises(ValueError, match="nu_F"):
+        lib.rho(3, 0.5, -1.0, 1.0)
+    with pytest.raises(ValueError, match="T"):
+        lib.rho(0, 0.5, 1.0, 1.0)
