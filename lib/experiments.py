@@ -29,7 +29,7 @@ import torch
 from torch import nn
 
 from ._checks import DTYPE, as_tensor, positive_int, positive_real
-from .linear_rnn import LinearRNN, _check_wfc, causal_conv, impulse_response
+from .linear_rnn import LinearRNN, _check_wfc, causal_conv, markov_parameters
 from .training import loss_fn
 
 __all__ = [
@@ -241,13 +241,14 @@ def markov_taps(W: torch.Tensor, F: torch.Tensor, C: torch.Tensor, T: int) -> to
     (the plain reference), computed faster.
 
     When n_y <= n_x the powers are taken from the readout side (C W^j: n_y rows instead of
-    n_x columns) and the gradient uses one matrix product for dW; otherwise this is
-    ``impulse_response``.  Cost T n^2 min(n_x, n_y).  Differentiable in W, F, C.
+    n_x columns) and the gradient uses one matrix product for dW; otherwise this is the
+    input-side engine ``lib.linear_rnn.markov_parameters``.  Cost T n^2 min(n_x, n_y).
+    Differentiable in W, F, C (reverse mode; use ``markov_parameters`` for jvp / vmap).
     """
-    n = _check_wfc(W, F, C)
+    _check_wfc(W, F, C)
     T = positive_int("T", T)
     if C.shape[0] > F.shape[1]:
-        return impulse_response(W, F, C, T)
+        return markov_parameters(W, F, C, T)
     return _ReadoutSideTaps.apply(W, F, C, T)
 
 

@@ -208,18 +208,27 @@ class GatedLinearRNN(nn.Module):
 
     def _parallel(self, x: torch.Tensor, readout: bool) -> torch.Tensor:
         """All time steps at once, time-major: one fused matmul for both input gates, the
-        log2(T) scan of :func:`diagonal_scan` (addcmul, no division by lam), one fused matmul
-        for both output gates, then D."""
+        diagonal recurrence (the log2(T) scan of :func:`diagonal_scan` when gradients are
+        needed, an in-place elementwise pass otherwise), one fused matmul for both output
+        gates, then D."""
         x = self._inputs(x)
         B, T, d_x = x.shape
         n = self.W_in_m.shape[0]
         z = x.transpose(0, 1).reshape(T * B, d_x) @ torch.cat([self.W_in_m, self.W_in_x]).T
         h = (z[:, :n] * z[:, n:]).view(T, B, n)
-        pw, k = self.lam, 1
-        while k < T:
-            h = torch.cat([h[:k], torch.addcmul(h[k:], pw, h[:-k])], dim=0)
-            pw = pw * pw
-            k *= 2
+        lam = self.lam
+        if torch.is_grad_enabled() and (h.requires_grad or lam.requires_grad):
+            # differentiable: the log2(T)-step scan, out of place (autograd-friendly)
+            pw, k = lam, 1
+            while k < T:
+                h = torch.cat([h[:k], torch.addcmul(h[k:], pw, h[:-k])], dim=0)
+                pw = pw * pw
+                k *= 2
+        else:
+            # evaluation: the elementwise recurrence in place, T - 1 fused multiply-adds over
+            # (B, n) slices; T B n work instead of the scan's T B n log2(T) and no copies
+            for t in range(1, T):
+                h[t].addcmul_(h[t - 1], lam)
         if not readout:
             return h.transpose(0, 1)
         o = h.reshape(T * B, n) @ torch.cat([self.W_out_m, self.W_out_x]).T

@@ -12,8 +12,8 @@ executed copy ``book/NN_subject.ipynb`` (git-ignored) is what jupyter-book rende
 ``.md`` sources are excluded in ``_config.yml`` and ``execute_notebooks`` is off, so the
 book is built from exactly the notebooks papermill produced, with no second execution.
 
-A chapter is re-executed only when its inputs changed: the SHA-256 of its ``.md`` source and
-of every file of ``lib/`` is stored in ``_build/exec/NN_subject.json`` together with the
+A chapter is re-executed only when its inputs changed: the SHA-256 of its ``.md`` source, of
+every file of ``lib/`` and of the Python and key package versions is stored in ``_build/exec/NN_subject.json`` together with the
 measured wall time; the Reproducibility appendix reads those records.
 """
 from __future__ import annotations
@@ -88,8 +88,20 @@ def resolve(ch: str) -> Path:
     raise BookError(f"unknown chapter {ch!r}; chapters are: {names}")
 
 
+# the packages whose versions can change a chapter's numbers
+DIGEST_PACKAGES = ("torch", "numpy", "scipy", "sympy", "matplotlib")
+
+
 def lib_digest() -> str:
-    h = hashlib.sha256()
+    """SHA-256 of every file of lib/ and of the Python and key package versions."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    h = hashlib.sha256(platform.python_version().encode())
+    for pkg in DIGEST_PACKAGES:
+        try:
+            h.update(f"{pkg}=={version(pkg)}".encode())
+        except PackageNotFoundError:
+            h.update(f"{pkg} missing".encode())
     for f in sorted((ROOT / "lib").rglob("*.py")):
         h.update(str(f.relative_to(ROOT)).encode())
         h.update(f.read_bytes())

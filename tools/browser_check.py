@@ -208,7 +208,7 @@ def check_site(root: str | os.PathLike) -> list[str]:
         return a.redirect is not None
 
     content = [p for p in page_list if not is_redirect(p)]
-    return check_links(root, page_list) + check_pages(root, content)
+    return list(dict.fromkeys(check_links(root, page_list) + check_pages(root, content)))
 
 
 def main(argv: list[str] | None = None) -> int:

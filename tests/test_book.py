@@ -1,0 +1,75 @@
+"""End to end: every chapter executed by papermill at scale="book", the HTML book built from
+those notebooks with warnings as errors, and every page checked in headless Chromium.
+
+Chapters whose inputs (source, lib/, package versions) are unchanged since their last
+successful execution are not executed again (tools/book.py keeps the digests); on a fresh
+clone, as in CI, every chapter runs.  Marked ``book``: ``pytest -m "not book"`` skips them."""
+import json
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
+import book  # noqa: E402
+import browser_check  # noqa: E402
+
+pytestmark = pytest.mark.book
+
+
+@pytest.fixture(scope="module")
+def executed():
+    book.execute()
+    return book.chapters()
+
+
+def test_every_chapter_executes_without_errors(executed):
+    for src in executed:
+        nb = nbformat.read(src.with_suffix(".ipynb"), as_version=4)
+        errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
+                  if o.get("output_type") == "error"]
+        assert errors == [], f"{src.stem}: error output in the executed notebook"
+        assert nb.metadata["papermill"]["exception"] in (None, False), src.stem
+
+
+def test_chapters_ran_at_book_scale(executed):
+    for src in executed:
+        nb = nbformat.read(src.with_suffix(".ipynb"), as_version=4)
+        params = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
+        assert params and 'scale = "book"' in params[0].source, src.stem
+        assert not any("injected-parameters" in c.metadata.get("tags", []) for c in nb.cells), \
+            f"{src.stem}: the book must be built from the default parameters"
+
+
+def test_timings_recorded(executed):
+    timings = json.loads((ROOT / "_build" / "timings.json").read_text())
+    for src in executed:
+        if src.stem not in book.TIMING_READERS:
+            assert timings[src.stem]["seconds"] > 0
+
+
+@pytest.fixture(scope="module")
+def site(executed):
+    book.build_html(strict=True)   # jupyter-book build -W -n --keep-going; raises on a warning
+    return ROOT / "_build" / "html"
+
+
+def test_every_chapter_is_a_page(site):
+    for src in book.chapters():
+        assert (site / "book" / (src.stem + ".html")).is_file(), src.stem
+
+
+def test_browser_check_of_the_whole_book(site):
+    problems = browser_check.check_site(site)
+    assert problems == [], "\n".join(problems)
+
+
+def test_single_chapter_with_a_changed_parameter(executed):
+    out = book.run_chapter("01", {"T_realize": 16})
+    nb = nbformat.read(out, as_version=4)
+    injected = [c for c in nb.cells if "injected-parameters" in c.metadata.get("tags", [])]
+    assert injected and "T_realize = 16" in injected[0].source
+    assert out.with_suffix(".html").is_file()
+    assert nb.metadata["papermill"]["exception"] in (None, False)

@@ -1,0 +1,146 @@
+"""The real data sets: located, SHA-256 verified, parsed; the paper's counts; corrupt and
+missing files give errors that name the file, the expected checksum and where we looked."""
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from lib import data
+
+PROTEIN = "protein-secondary-structure.train"
+
+
+@pytest.fixture(scope="module")
+def data_dir() -> Path:
+    """The folder the loaders find the data in (RNNBOOK_DATA or ../shared/data)."""
+    return data.locate(PROTEIN, download=False).parent
+
+
+@pytest.fixture
+def isolated(monkeypatch, tmp_path):
+    """No RNNBOOK_DATA, no shared folder, an empty cache: the loader sees only what a test puts."""
+    monkeypatch.delenv("RNNBOOK_DATA", raising=False)
+    monkeypatch.setattr(data, "REPO_ROOT", tmp_path / "nowhere" / "repo")
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("RNNBOOK_CACHE", str(cache))
+    return cache
+
+
+def test_protein_counts_of_the_paper():
+    """Sperduti (2015) §4: sequences of length <= 159 are 71 sequences, 7207 residues, 2282 helix."""
+    train = data.load_protein("train", download=False)
+    short = train.filter_length(159)
+    assert len(short) == 71
+    assert short.n_residues == 7207
+    assert short.count("h") == 2282
+    assert short.n_residues - short.count("h") == 4925
+    assert all(len(s) == len(lab) for s, lab in zip(short.sequences, short.labels))
+    assert set("".join(short.sequences)) <= set(data.AMINO_ACIDS)
+
+
+def test_protein_test_split_parses():
+    test = data.load_protein("test", download=False)
+    assert len(test) > 0 and test.n_residues == sum(len(lab) for lab in test.labels)
+
+
+def test_s1_shapes():
+    s1 = data.load_s1(download=False)
+    assert s1["spikes"].shape == (35129, 52)
+    assert s1["vel"].shape == (35129, 2)
+    assert np.isfinite(s1["vel"]).all() and (s1["spikes"] >= 0).all()
+
+
+def test_explicit_path_file_or_folder(data_dir, isolated):
+    assert data.locate(PROTEIN, data_dir) == data_dir / PROTEIN
+    assert data.locate(PROTEIN, data_dir / PROTEIN) == data_dir / PROTEIN
+
+
+def test_environment_variable_is_searched(data_dir, isolated, monkeypatch):
+    monkeypatch.setenv("RNNBOOK_DATA", str(data_dir))
+    assert data.locate(PROTEIN, download=False) == data_dir / PROTEIN
+
+
+def test_corrupted_copy_is_rejected(data_dir, tmp_path):
+    bad = tmp_path / PROTEIN
+    raw = bytearray((data_dir / PROTEIN).read_bytes())
+    raw[1000] ^= 0x01  # one flipped bit
+    bad.write_bytes(bytes(raw))
+    with pytest.raises(data.DataError) as err:
+        data.load_protein("train", path=tmp_path)
+    msg = str(err.value)
+    assert PROTEIN in msg and data.DATASETS[PROTEIN].sha256 in msg and str(bad) in msg
+
+
+def test_corrupted_copy_in_the_search_path_is_rejected(data_dir, isolated, monkeypatch, tmp_path):
+    folder = tmp_path / "env"
+    folder.mkdir()
+    (folder / "s1_data.mat").write_bytes(b"not a matlab file")
+    monkeypatch.setenv("RNNBOOK_DATA", str(folder))
+    with pytest.raises(data.DataError, match="checksum mismatch"):
+        data.load_s1(download=False)
+
+
+def test_missing_file_names_where_it_looked(isolated):
+    with pytest.raises(data.DataError) as err:
+        data.load_protein("test", download=False)
+    msg = str(err.value)
+    assert "protein-secondary-structure.test" in msg
+    assert data.DATASETS["protein-secondary-structure.test"].sha256 in msg
+    assert str(isolated) in msg and "RNNBOOK_DATA" in msg
+
+
+def test_missing_explicit_path(tmp_path):
+    with pytest.raises(data.DataError, match="not found at the given path"):
+        data.load_protein("train", path=tmp_path / "nope")
+
+
+def test_download_goes_to_the_cache_and_is_verified(data_dir, isolated):
+    """The download path (pooch) with a stand-in for the network that serves the real file."""
+    served = []
+
+    def downloader(url, output_file, pooch_obj):
+        served.append(url)
+        shutil.copyfile(data_dir / PROTEIN, output_file)
+
+    path = data.locate(PROTEIN, downloader=downloader)
+    assert served == [data.DATASETS[PROTEIN].url]
+    assert path == isolated / PROTEIN and path.is_file()
+    # second call: found in the cache, no download
+    assert data.locate(PROTEIN, downloader=downloader) == path and len(served) == 1
+
+
+def test_corrupt_download_is_rejected(isolated):
+    def downloader(url, output_file, pooch_obj):
+        Path(output_file).write_text("<html>rate limited</html>")
+
+    with pytest.raises(data.DataError) as err:
+        data.locate(PROTEIN, downloader=downloader)
+    assert "failed verification" in str(err.value) and data.DATASETS[PROTEIN].sha256 in str(err.value)
+    assert not (isolated / PROTEIN).exists()
+
+
+def test_failed_download_is_a_data_error(isolated):
+    def downloader(url, output_file, pooch_obj):
+        raise OSError("network is unreachable")
+
+    with pytest.raises(data.DataError, match="network is unreachable"):
+        data.locate(PROTEIN, downloader=downloader)
+
+
+def test_bad_names_and_formats():
+    with pytest.raises(ValueError, match="unknown data file"):
+        data.locate("nope.csv")
+    with pytest.raises(ValueError, match="split must be"):
+        data.load_protein("validation")
+    with pytest.raises(data.DataError, match="<text>:3"):
+        data.parse_protein("header\n<>\nA x\n")
+    with pytest.raises(data.DataError, match="no sequences"):
+        data.parse_protein("just a header\n")
+
+
+def test_parser_on_a_small_example():
+    text = "comment line\n<>\nA h\nC _\nend\n<>\nW e\n<end>\n"
+    s = data.parse_protein(text)
+    assert s.sequences == ("AC", "W") and s.labels == ("h_", "e")
+    assert s.count("h") == 1 and s.n_residues == 3

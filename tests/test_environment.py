@@ -1,0 +1,54 @@
+"""pyproject.toml (the pip path) and environment.yml (conda) list the same packages."""
+import re
+import tomllib
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+# conda-forge names of packages whose pip names differ
+CONDA_TO_PIP = {"pytorch": "torch"}
+NOT_PACKAGES = {"python", "pip"}
+
+
+def _split(spec: str) -> tuple[str, str]:
+    m = re.match(r"\s*([A-Za-z0-9_.\-]+)\s*(.*)$", spec)
+    return m.group(1).lower().replace("_", "-"), m.group(2).replace(" ", "")
+
+
+def pip_requirements() -> dict[str, str]:
+    meta = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    specs = list(meta["dependencies"])
+    for extra in meta.get("optional-dependencies", {}).values():
+        specs += extra
+    return dict(_split(s) for s in specs)
+
+
+def conda_requirements() -> dict[str, str]:
+    env = yaml.safe_load((ROOT / "environment.yml").read_text())
+    assert "conda-forge" in env["channels"]
+    out = {}
+    for dep in env["dependencies"]:
+        if isinstance(dep, dict):  # the pip: section installs the project itself
+            continue
+        name, version = _split(dep)
+        if name in NOT_PACKAGES:
+            continue
+        out[CONDA_TO_PIP.get(name, name)] = version
+    return out
+
+
+def test_same_packages_and_versions():
+    pip, conda = pip_requirements(), conda_requirements()
+    assert sorted(set(pip) - set(conda)) == [], "in pyproject.toml but not environment.yml"
+    assert sorted(set(conda) - set(pip)) == [], "in environment.yml but not pyproject.toml"
+    assert {k: v for k, v in pip.items() if conda[k] != v} == {}, "different version constraints"
+
+
+def test_pins_that_matter():
+    pip = pip_requirements()
+    assert pip["torch"] == "==2.13.0"
+    assert pip["jupyter-book"].startswith(">=1") and "<2" in pip["jupyter-book"]
+    env = yaml.safe_load((ROOT / "environment.yml").read_text())
+    assert "python=3.11" in env["dependencies"]
+    assert 'requires-python = ">=3.11,<3.12"' in (ROOT / "pyproject.toml").read_text()

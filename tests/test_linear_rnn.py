@@ -1,0 +1,187 @@
+"""Chapter 1's library: the RNN is the causal convolution with its Markov parameters
+(Prop. 2.1a), the Vandermonde realization reproduces any taps (Prop. 2.1b), and bad input
+raises a ValueError that names the problem."""
+import math
+
+import pytest
+import torch
+from hypothesis import given, settings, strategies as st
+
+import lib
+
+DT = torch.float64
+
+
+def rel(a, b):
+    return float(torch.linalg.norm(a - b) / torch.linalg.norm(b))
+
+
+def naive_conv(L, x):
+    """y_t = sum_{j<=t} L_j x_{t-j}, written as the double loop of the definition."""
+    N, T, _ = x.shape
+    y = torch.zeros(N, T, L.shape[1], dtype=DT)
+    for t in range(T):
+        for j in range(t + 1):
+            y[:, t] += x[:, t - j] @ L[j].T
+    return y
+
+
+sizes = st.tuples(st.integers(1, 30), st.integers(1, 4), st.integers(1, 4), st.integers(1, 12),
+                  st.integers(1, 4), st.integers(0, 2**31 - 1))
+
+
+@settings(max_examples=60, deadline=None)
+@given(sizes, st.floats(0.05, 0.95))
+def test_rnn_equals_convolution_with_its_markov_parameters(size, nu_W):
+    n, n_x, n_y, T, N, seed = size
+    model = lib.LinearRNN(n, n_x, n_y, nu_W=nu_W, nu_F=1.0, nu_C=1.0, seed=seed)
+    x = torch.randn(N, T, n_x, dtype=DT, generator=torch.Generator().manual_seed(seed))
+    with torch.no_grad():
+        y_rec = model.forward_recurrence(x)
+        L = lib.impulse_response(model.W, model.F, model.C, T)
+        y_conv = lib.causal_conv(L, x)
+    assert L.shape == (T, n_y, n_x)
+    assert y_rec.shape == (N, T, n_y)
+    assert rel(y_conv, y_rec) <= 1e-10
+    assert rel(naive_conv(L, x), y_rec) <= 1e-10
+
+
+def test_impulse_response_is_the_closed_form():
+    """L_j = n^{-(j+1)/2} C W^j F, computed here with matrix_power."""
+    model = lib.LinearRNN(7, 2, 3, 0.5, 1.2, 0.8, seed=3)
+    W, F, C = (p.detach() for p in (model.W, model.F, model.C))
+    L = lib.impulse_response(W, F, C, 6)
+    for j in range(6):
+        want = 7 ** (-(j + 1) / 2) * C @ torch.linalg.matrix_power(W, j) @ F
+        assert rel(L[j], want) <= 1e-12
+
+
+def test_impulse_response_is_the_response_to_an_impulse():
+    """Feeding e_b at t = 0 returns column b of every L_j."""
+    model = lib.LinearRNN(9, 3, 2, 0.6, 1.0, 1.0, seed=11)
+    T = 8
+    x = torch.zeros(3, T, 3, dtype=DT)
+    for b in range(3):
+        x[b, 0, b] = 1.0
+    with torch.no_grad():
+        y = model.forward_recurrence(x)  # (3, T, n_y)
+        L = model.markov_parameters(T)
+    assert rel(y.permute(1, 2, 0), L) <= 1e-12
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 10), st.integers(1, 3), st.integers(1, 3), st.integers(0, 10_000),
+       st.sampled_from(["chebyshev", "equispaced"]))
+def test_vandermonde_realization_reproduces_random_taps(T, n_x, n_y, seed, kind):
+    L = torch.randn(T, n_y, n_x, dtype=DT, generator=torch.Generator().manual_seed(seed))
+    nodes = lib.chebyshev_nodes(T) if kind == "chebyshev" else lib.equispaced_nodes(T)
+    W, F, C = lib.vandermonde_realization(L, nodes)
+    n = T * n_x * n_y
+    assert W.shape == (n, n) and F.shape == (n, n_x) and C.shape == (n_y, n)
+    assert rel(lib.impulse_response(W, F, C, T), L) <= 1e-8
+    # the realised RNN, run as a recurrence, computes the convolution with L
+    x = torch.randn(2, T, n_x, dtype=DT, generator=torch.Generator().manual_seed(seed + 1))
+    with torch.no_grad():
+        y = lib.LinearRNN.from_weights(W, F, C).forward_recurrence(x)
+    assert rel(y, lib.causal_conv(L, x)) <= 1e-8
+
+
+def test_vandermonde_matrix_and_determinant():
+    nodes = torch.tensor([0.3, -0.5, 0.9, 0.1], dtype=DT)
+    V = lib.vandermonde_matrix(nodes)
+    assert torch.equal(V[:, 0], torch.ones(4, dtype=DT))
+    assert rel(V[:, 3], nodes**3) <= 1e-15
+    det = math.prod(float(nodes[j] - nodes[i]) for i in range(4) for j in range(i + 1, 4))
+    assert abs(float(torch.linalg.det(V)) - det) <= 1e-12 * abs(det)
+
+
+def test_chebyshev_nodes():
+    nodes = lib.chebyshev_nodes(5)
+    assert float(torch.cos(5 * torch.arccos(nodes)).abs().max()) <= 1e-12  # roots of T_5
+    assert float(nodes.abs().max()) < 1
+
+
+def test_spectral_radius_tends_to_sqrt_nu_W():
+    """Circular law: the eigenvalues of W/sqrt(n) fill the disc of radius sqrt(nu_W)
+    (the paper's Section 2 says nu_W).  At n = 400 the edge fluctuates by O(n^{-1/2})."""
+    nu_W = 0.5
+    model = lib.LinearRNN(400, 1, 1, nu_W, 1.0, 1.0, seed=0)
+    r = float(torch.linalg.eigvals(model.W.detach() / 20.0).abs().max())
+    assert abs(r - math.sqrt(nu_W)) < 0.1 * math.sqrt(nu_W)
+    assert abs(r - nu_W) > 0.1
+
+
+# ----------------------------------------------------------------------------- bad input
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(n=0), "n must be an integer >= 1"),
+    (dict(n_x=0), "n_x"),
+    (dict(n_y=-1), "n_y"),
+    (dict(nu_W=-0.1), "nu_W must be a finite real number > 0"),
+    (dict(nu_F=-1.0), "nu_F must be a finite real number > 0"),
+    (dict(nu_C=0.0), "nu_C"),
+    (dict(nu_F=float("nan")), "nu_F"),
+    (dict(nu_W=1.0), "nu_W must be < 1"),
+    (dict(nu_W=1.5), "stability"),
+])
+def test_linear_rnn_rejects_bad_hyperparameters(kwargs, match):
+    args = dict(n=4, n_x=1, n_y=1, nu_W=0.5, nu_F=1.0, nu_C=1.0)
+    args.update(kwargs)
+    with pytest.raises(ValueError, match=match):
+        lib.LinearRNN(**args)
+
+
+def test_non_integer_sizes_are_type_errors():
+    with pytest.raises(TypeError, match="n must be an integer"):
+        lib.LinearRNN(2.5, 1, 1, 0.5, 1.0, 1.0)
+
+
+def test_unstable_nu_W_only_on_request():
+    model = lib.LinearRNN(4, 1, 1, 1.5, 1.0, 1.0, allow_unstable=True)
+    assert model.nu_W == 1.5
+
+
+def test_forward_rejects_wrong_input_shapes():
+    model = lib.LinearRNN(4, 2, 1, 0.5, 1.0, 1.0)
+    with pytest.raises(ValueError, match="n_x = 2"):
+        model(torch.zeros(3, 5, 3, dtype=DT))
+    with pytest.raises(ValueError, match="x must have 3 dimensions"):
+        model(torch.zeros(5, 2, dtype=DT))
+    with pytest.raises(ValueError, match="NaN"):
+        model(torch.full((1, 3, 2), float("nan"), dtype=DT))
+
+
+def test_impulse_response_rejects_bad_arguments():
+    W, F, C = torch.zeros(3, 3, dtype=DT), torch.zeros(3, 2, dtype=DT), torch.zeros(1, 3, dtype=DT)
+    with pytest.raises(ValueError, match="T must be an integer >= 1"):
+        lib.impulse_response(W, F, C, 0)
+    with pytest.raises(ValueError, match="W must be square"):
+        lib.impulse_response(torch.zeros(3, 4, dtype=DT), F, C, 2)
+    with pytest.raises(ValueError, match="F must have shape"):
+        lib.impulse_response(W, torch.zeros(4, 2, dtype=DT), C, 2)
+    with pytest.raises(ValueError, match="C must have shape"):
+        lib.impulse_response(W, F, torch.zeros(1, 4, dtype=DT), 2)
+
+
+def test_causal_conv_rejects_mismatched_shapes():
+    L = torch.zeros(4, 1, 2, dtype=DT)
+    with pytest.raises(ValueError):
+        lib.causal_conv(L, torch.zeros(3, 4, 3, dtype=DT))   # n_x mismatch
+    with pytest.raises(ValueError):
+        lib.causal_conv(torch.zeros(4, 2, dtype=DT), torch.zeros(3, 4, 2, dtype=DT))  # L not 3-D
+
+
+def test_vandermonde_realization_rejects_repeated_or_missing_nodes():
+    L = torch.randn(3, 1, 1, dtype=DT)
+    with pytest.raises(ValueError, match="distinct"):
+        lib.vandermonde_realization(L, torch.tensor([0.1, 0.5, 0.1], dtype=DT))
+    with pytest.raises(ValueError, match="T = 3 values"):
+        lib.vandermonde_realization(L, torch.tensor([0.1, 0.5], dtype=DT))
+    with pytest.raises(ValueError, match="L must have 3 dimensions"):
+        lib.vandermonde_realization(torch.randn(3, 2, dtype=DT))
+
+
+def test_node_constructors_reject_T_below_one():
+    for f in (lib.chebyshev_nodes, lib.equispaced_nodes):
+        with pytest.raises(ValueError, match="T must be an integer >= 1"):
+            f(0)
