@@ -178,14 +178,16 @@ class GatedLinearRNN(nn.Module):
             raise ValueError(f"method must be 'parallel' or 'step', got {method!r}")
         if method == "parallel":
             return self._parallel(x, readout=False)
+        return torch.stack(list(self._step_states(x)), dim=1)
+
+    def _step_states(self, x: torch.Tensor):
+        """The reference recurrence, one step at a time: yields h_t for t = 0, 1, ..."""
         x = self._inputs(x)
         lam = self.lam
         h = x.new_zeros(x.shape[0], lam.shape[0])
-        out = []
         for t in range(x.shape[1]):
             h = lam * h + (x[:, t] @ self.W_in_m.T) * (x[:, t] @ self.W_in_x.T)
-            out.append(h)
-        return torch.stack(out, dim=1)
+            yield h
 
     def readout(self, h: torch.Tensor) -> torch.Tensor:
         """y_t = D g_out(h_t) = D ((W_out_m h_t) * (W_out_x h_t))."""
@@ -193,15 +195,8 @@ class GatedLinearRNN(nn.Module):
 
     def forward(self, x: torch.Tensor, method: str = "parallel") -> torch.Tensor:
         """(B, T, d_in) -> (B, T, d_out); ``method`` "parallel" (scan) or "step" (loop)."""
-        if method == "step":
-            x = self._inputs(x)
-            lam = self.lam
-            h = x.new_zeros(x.shape[0], lam.shape[0])
-            out = []
-            for t in range(x.shape[1]):
-                h = lam * h + (x[:, t] @ self.W_in_m.T) * (x[:, t] @ self.W_in_x.T)
-                out.append(((h @ self.W_out_m.T) * (h @ self.W_out_x.T)) @ self.D.T)
-            return torch.stack(out, dim=1)
+        if method == "step":   # the reference: state update and readout one step at a time
+            return torch.stack([self.readout(h) for h in self._step_states(x)], dim=1)
         if method != "parallel":
             raise ValueError(f"method must be 'parallel' or 'step', got {method!r}")
         return self._parallel(x, readout=True)
