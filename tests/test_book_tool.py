@@ -28,6 +28,22 @@ def test_chapter_has_a_parameters_cell_with_the_scale_switch(src, tmp_path):
         f"{src.name}: an unknown scale must be an error"
 
 
+@pytest.mark.parametrize("src", book.chapters(), ids=lambda p: p.stem)
+def test_every_assigned_name_is_a_declared_parameter(src, tmp_path):
+    """Running the parameters cell defines exactly the names the runner accepts with -p
+    (tuple assignments and comments containing '=' included)."""
+    import nbformat
+
+    nb = tmp_path / (src.stem + ".ipynb")
+    book.to_notebook(src, nb)
+    cell = next(c for c in nbformat.read(nb, as_version=4).cells
+                if "parameters" in c.metadata.get("tags", []))
+    namespace: dict = {}
+    exec(cell.source, namespace)  # noqa: S102 - the chapter's own parameters cell
+    defined = {k for k in namespace if not k.startswith("__")}
+    assert set(book.declared_parameters(nb)) == defined
+
+
 def test_resolve_chapter_names():
     first = book.chapters()[0]
     assert book.resolve("01") == first

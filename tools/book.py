@@ -134,13 +134,37 @@ def to_notebook(src: Path, dest: Path) -> None:
 
 
 def declared_parameters(nb_path: Path) -> dict:
-    """The names and defaults of the ``parameters`` cell (papermill's own inspection)."""
-    import papermill
+    """The names and default expressions of the ``parameters`` cell.
 
-    params = papermill.inspect_notebook(str(nb_path))
-    if not params:
+    Read with Python's own parser (``ast``), so tuple assignments (``nu_W, nu_F = 0.5, 1.0``)
+    and comments containing ``=`` are understood; every top-level name assigned in the cell
+    is a parameter.
+    """
+    import ast
+
+    import nbformat
+
+    nb = nbformat.read(nb_path, as_version=4)
+    cells = [c for c in nb.cells if c.cell_type == "code" and "parameters" in c.metadata.get("tags", [])]
+    if not cells:
         raise BookError(f"{nb_path.name}: no cell tagged 'parameters' (every chapter needs one)")
-    return {k: v.get("default") for k, v in params.items()}
+    src = cells[0].source
+    out: dict[str, str] = {}
+
+    def names(target):
+        if isinstance(target, ast.Name):
+            yield target.id
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            for elt in target.elts:
+                yield from names(elt)
+
+    for node in ast.parse(src).body:
+        targets = node.targets if isinstance(node, ast.Assign) else (
+            [node.target] if isinstance(node, (ast.AnnAssign, ast.AugAssign)) else [])
+        for t in targets:
+            for name in names(t):
+                out[name] = ast.get_source_segment(src, node.value) if getattr(node, "value", None) else None
+    return out
 
 
 def kernel_env() -> dict:
