@@ -31,7 +31,7 @@ list: setup
 
 ## make bench: the speed benchmarks (ratios against the reference implementations)
 bench: setup
-	$(BIN)/python benchmarks/run.py
+	$(BIN)/python benchmarks/run.py $(ARGS)
 
 setup: $(STAMP) $(MATHJAX)
 

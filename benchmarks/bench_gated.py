@@ -7,7 +7,9 @@ at once; the reference loops over t.  Sizes of the Performance section of issue 
 T = 32, batch 64, |h| = 100, float64, CPU.  Target: ratio >= 3, max relative error <= 1e-10.
 Both paths do the same matrix products (about 90 MFLOP at that size), so the parallel path can
 only win the loop's per-step dispatch overhead; where the products dominate (large |h|, a busy
-machine with contended memory bandwidth) the ratio drops towards 1.  The |h| = 16 row shows the
+machine with contended memory bandwidth) the ratio drops towards 1.  (The parallel evaluation
+forward writes its intermediates into reused work buffers: fresh multi-megabyte blocks cost
+~2,400 page faults per call, see the Performance appendix.)  The |h| = 16 row shows the
 overhead-dominated regime.
 
     python benchmarks/bench_gated.py [--quick]
@@ -15,26 +17,22 @@ overhead-dominated regime.
 from __future__ import annotations
 
 import argparse
-import time
+import sys
+from pathlib import Path
 
 import torch
 
-import lib
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-
-def _best_time(fn, repeats: int) -> float:
-    fn()  # warm-up
-    best = float("inf")
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-    return best
+import lib  # noqa: E402
+from run import alternating_best  # noqa: E402
 
 
 def run(quick: bool = False) -> list[dict]:
     """One row per configuration: name, reference_s, fast_s, ratio, max_rel_err, target_ratio."""
-    repeats = 5 if quick else 30
+    rounds = 4 if quick else 20       # alternating blocks of 3 calls each (run.alternating_best)
     # the issue's size first; |h| = 16 shows the regime where per-step overhead dominates the loop
     configs = [("GatedLinearRNN forward, T=32, B=64, |h|=100, float64", 32, 64, 100, 4),
                ("GatedLinearRNN forward, T=32, B=64, |h|=16, float64", 32, 64, 16, 4)]
@@ -48,8 +46,8 @@ def run(quick: bool = False) -> list[dict]:
             y_fast = model(x, method="parallel")
             y_ref = model(x, method="step")
             err = float((y_fast - y_ref).abs().max() / y_ref.abs().max())
-            t_ref = _best_time(lambda: model(x, method="step"), repeats)
-            t_fast = _best_time(lambda: model(x, method="parallel"), repeats)
+            t_ref, t_fast = alternating_best(lambda: model(x, method="step"),
+                                             lambda: model(x, method="parallel"), rounds)
         rows.append({"name": name, "reference_s": t_ref, "fast_s": t_fast, "ratio": t_ref / t_fast,
                      "max_rel_err": err, "target_ratio": 3.0})
     return rows

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -31,13 +32,41 @@ def load(path: Path):
     return module
 
 
-def run_all(quick: bool = False) -> list[dict]:
-    """Rows of every benchmark, each with an added ``bench`` key (the file's subject) and
-    ``ok`` (ratio >= target and max_rel_err <= 1e-10)."""
+def alternating_best(ref, fast, rounds: int, block: int = 3) -> tuple[float, float]:
+    """Best single-call times (s) of ``ref`` and ``fast``, measured in alternating blocks.
+
+    On a shared (virtual) machine the speed drifts by up to 2x over seconds, so two separate
+    best-of series can see two different machines; alternating ``rounds`` times between a
+    block of ``block`` calls of each exposes both to the same drift.  Within a block the
+    calls run back to back, as in a training loop (a single call right after the other
+    method would find its data evicted from cache).  Both get the same number of samples;
+    each is called once first (warm-up; the first call of a compiled kernel loads it)."""
+    ref(), fast()
+    best = [float("inf"), float("inf")]
+    for _ in range(rounds):
+        for which, fn in enumerate((ref, fast)):
+            for _ in range(block):
+                t0 = time.perf_counter()
+                fn()
+                best[which] = min(best[which], time.perf_counter() - t0)
+    return best[0], best[1]
+
+
+def run_all(quick: bool = False, only: list[str] | None = None) -> list[dict]:
+    """Rows of every benchmark (or of the subjects in ``only``, e.g. ["linear_rnn"]), each
+    with an added ``bench`` key (the file's subject) and ``ok`` (ratio >= target and
+    max_rel_err <= 1e-10)."""
     if str(HERE.parent) not in sys.path:
         sys.path.insert(0, str(HERE.parent))
+    paths = discover()
+    if only:
+        known = {p.stem.removeprefix("bench_"): p for p in paths}
+        unknown = [o for o in only if o not in known]
+        if unknown:
+            raise SystemExit(f"unknown benchmark(s) {', '.join(unknown)}; available: {', '.join(known)}")
+        paths = [known[o] for o in only]
     rows = []
-    for path in discover():
+    for path in paths:
         for row in load(path).run(quick=quick):
             row = dict(row, bench=path.stem.removeprefix("bench_"))
             row["ok"] = bool(row["ratio"] >= row["target_ratio"] and row["max_rel_err"] <= EXACT_TOL)
@@ -57,8 +86,9 @@ def format_table(rows: list[dict]) -> str:
 
 
 def main(argv: list[str]) -> int:
+    """``run.py [--quick] [SUBJECT ...]``: SUBJECT is a file's name without ``bench_``/``.py``."""
     quick = "--quick" in argv
-    rows = run_all(quick=quick)
+    rows = run_all(quick=quick, only=[a for a in argv if not a.startswith("-")])
     print(format_table(rows), flush=True)
     missed = [r["name"] for r in rows if not r["ok"]]
     if missed:

@@ -2,6 +2,8 @@
 
 Modules, by subject:
     linear_rnn   linear RNNs, Markov parameters, causal convolutions, Vandermonde realization
+    krylov       the two Krylov sequences of the Markov engine in one pass over W (a small C
+                 kernel, compiled on first use; torch products without a compiler)
     data         the S1 recording and the protein secondary-structure set (checksummed)
     scaled_conv  the scaled 1-D convolution (eq. 8) and its weights rho_j (eq. 21)
     ntk          tangent kernels: Thm 3.2 (conv), empirical (torch.func), M_n = J J^T factor

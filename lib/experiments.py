@@ -29,7 +29,7 @@ import torch
 from torch import nn
 
 from ._checks import DTYPE, as_tensor, positive_int, positive_real
-from .linear_rnn import LinearRNN, _check_wfc, causal_conv, markov_parameters
+from .linear_rnn import LinearRNN, _conv_fast, _markov, causal_conv, markov_parameters
 from .training import loss_fn
 
 __all__ = [
@@ -198,58 +198,14 @@ def s1_sequences(spikes, vel, T: int = 15, *, fractions=(0.7, 0.1, 0.2), train_b
 # Fast RNN forward through its Markov parameters
 # --------------------------------------------------------------------------------------
 
-class _ReadoutSideTaps(torch.autograd.Function):
-    """L_j = s^{j+1} C W^j F (s = 1/sqrt n) built from the readout side, G_j = s^j C W^j, with a
-    hand-written backward that forms dW = s sum_j G_{j-1}^T dG_j as ONE (n x T n_y)(T n_y x n)
-    product instead of T separate n x n outer products (what autograd of the loop does)."""
-
-    @staticmethod
-    def forward(ctx, W, F, C, T):
-        n = W.shape[0]
-        s = 1.0 / math.sqrt(n)
-        Gs = [C]
-        for _ in range(1, T):
-            Gs.append((Gs[-1] @ W) * s)
-        G = torch.stack(Gs)  # (T, n_y, n)
-        ctx.save_for_backward(W, F, G)
-        ctx.s = s
-        return (G @ F) * s  # (T, n_y, n_x)
-
-    @staticmethod
-    def backward(ctx, dL):
-        W, F, G = ctx.saved_tensors
-        s = ctx.s
-        T, n_y, n = G.shape
-        n_x = F.shape[1]
-        dF = s * (G.reshape(T * n_y, n).T @ dL.reshape(T * n_y, n_x))
-        direct = (s * (dL.reshape(T * n_y, n_x) @ F.T)).reshape(T, n_y, n)
-        dG = [None] * T  # total gradient of G_j, accumulated backwards through G_j = s G_{j-1} W
-        dG[T - 1] = direct[T - 1]
-        for j in range(T - 1, 0, -1):
-            dG[j - 1] = direct[j - 1] + s * (dG[j] @ W.T)
-        dC = dG[0]
-        dW = None
-        if T > 1:
-            dW = s * (G[:-1].reshape((T - 1) * n_y, n).T @ torch.stack(dG[1:]).reshape((T - 1) * n_y, n))
-        else:
-            dW = torch.zeros_like(W)
-        return dW, dF, dC, None
-
-
 def markov_taps(W: torch.Tensor, F: torch.Tensor, C: torch.Tensor, T: int) -> torch.Tensor:
     """L_j = n^{-(j+1)/2} C W^j F, j < T, shape (T, n_y, n_x): the same as ``impulse_response``
-    (the plain reference), computed faster.
-
-    When n_y <= n_x the powers are taken from the readout side (C W^j: n_y rows instead of
-    n_x columns) and the gradient uses one matrix product for dW; otherwise this is the
-    input-side engine ``lib.linear_rnn.markov_parameters``.  Cost T n^2 min(n_x, n_y).
-    Differentiable in W, F, C (reverse mode; use ``markov_parameters`` for jvp / vmap).
+    (the plain reference), computed by the Markov engine ``lib.linear_rnn.markov_parameters``,
+    which works on the side with fewer vectors (C W^j when n_y < n_x) and, for n_x == n_y,
+    fuses both Krylov sequences into one pass over W.  Cost O(T n^2 min(n_x, n_y)) per pass.
+    Differentiable in W, F, C (reverse and forward mode, torch.func transforms).
     """
-    _check_wfc(W, F, C)
-    T = positive_int("T", T)
-    if C.shape[0] > F.shape[1]:
-        return markov_parameters(W, F, C, T)
-    return _ReadoutSideTaps.apply(W, F, C, T)
+    return markov_parameters(W, F, C, T)
 
 
 class TapsRNN(nn.Module):
@@ -271,7 +227,7 @@ class TapsRNN(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = self.rnn._check_input(x)
-        return causal_conv(self.taps(x.shape[1]), x)
+        return _conv_fast(_markov(self.rnn.W, self.rnn.F, self.rnn.C, x.shape[1]), x)
 
     def forward_recurrence(self, x: torch.Tensor) -> torch.Tensor:
         return self.rnn.forward_recurrence(x)

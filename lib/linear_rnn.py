@@ -11,9 +11,11 @@ realised by an RNN with n = T n_x n_y units through a Vandermonde system (Prop. 
 
 Two exact engines compute the same function of (W, F, C):
     "markov"      (default) y = causal_conv(L, x) with the taps L from ``markov_parameters``, a
-                  custom autograd Function whose backward is O(T n^2 n_x): one backward
-                  recursion V_k = (W/sqrt n)^T V_{k+1} + C^T dL_k and the gradient with respect
-                  to W as ONE (n x T n_x) by (T n_x x n) product;
+                  custom autograd Function: the forward pass computes the input-side Krylov
+                  sequence A^j F and, when a gradient will be needed, the readout-side C A^j in
+                  the same pass over W (``lib.krylov``); the backward pass then needs no
+                  product with W at all, and the gradient with respect to W is ONE
+                  (n x T n_y) by (T n_y x n) product with a block-Hankel matrix of cotangents;
     "recurrence"  the step-by-step recurrence of eq. (1) (``forward_recurrence``), the reference.
 The recurrence costs O(N T n^2) per pass, the Markov engine O(T n^2 (n_x + n_y) + N T^2 n_x n_y).
 
@@ -24,12 +26,14 @@ All computations are in float64 unless the caller passes another floating dtype.
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import torch
 from torch import nn
 
 from ._checks import DTYPE, as_tensor, positive_int, positive_real
+from .krylov import adjoint_rows, krylov_rows
 
 ENGINES = ("markov", "recurrence")
 
@@ -82,8 +86,9 @@ def markov_parameters(W: torch.Tensor, F: torch.Tensor, C: torch.Tensor, T: int)
     """The Markov parameters of eq. (9), like ``impulse_response``, through the fast engine.
 
     Returns (T, n_y, n_x), equal to ``impulse_response(W, F, C, T)`` (to rounding) in the forward
-    pass.  The backward pass is hand-structured (see ``_MarkovFunction``): cost O(T n^2 n_x)
-    with the W-gradient as a single GEMM, instead of T accumulated outer products.  It also has
+    pass.  The backward pass is hand-structured (see ``_MarkovFunction``): no product with W
+    (the readout-side Krylov sequence comes from the forward pass, fused with the input side)
+    and the W-gradient as a single GEMM, instead of T accumulated outer products.  It also has
     a forward-mode (jvp) rule and works under torch.func.vmap / jacrev / jvp.
     """
     _check_wfc(W, F, C)
@@ -92,107 +97,113 @@ def markov_parameters(W: torch.Tensor, F: torch.Tensor, C: torch.Tensor, T: int)
 
 
 def _markov(W, F, C, T):
-    """``markov_parameters`` without input validation (the model's hot path)."""
-    L, _ = _MarkovFunction.apply(W, F, C, T)
+    """``markov_parameters`` without input validation (the model's hot path).
+
+    Which Krylov sequences to compute depends on the shapes.  L_j(W, F, C) is also
+    L_j(W^T, C^T, F^T)^T (the transposed system), so the engine always works on the side with
+    fewer vectors: with n_y < n_x it runs on the transposed system, whose "input side" is the
+    readout side C A^j of this one (``lib.krylov`` reads the transposed view of W without a
+    copy).  When a gradient will be needed and n_x == n_y, both sequences are computed in the
+    forward pass in one read of W per step (``adjoint``: the fused kernel), which leaves no
+    product with W for the backward pass; otherwise the backward pass runs the adjoint
+    recursion on the same side (n_x' = min(n_x, n_y) vectors per step in both passes).
+    """
+    n_x, n_y = F.shape[-1], C.shape[-2]
+    if n_y < n_x:
+        return _markov(W.mT, C.mT, F.mT, T).mT
+    adjoint = (n_x == n_y and torch.is_grad_enabled()
+               and (W.requires_grad or F.requires_grad or C.requires_grad))
+    L, _, _ = _MarkovFunction.apply(W, F, C, T, adjoint)
     return L
 
 
-def _row_blocks(n: int) -> int:
-    """How many row blocks ``_rows_times`` splits W into (1 = a plain product)."""
-    if n < 256:
-        return 1
-    for nb in (4, 2):
-        if n % nb == 0:
-            return nb
-    return 1
-
-
-def _rows_times(W: torch.Tensor, transpose: bool):
-    """A function R -> R @ W.T (transpose=True) or R @ W, for a few rows R (k, n), W (n, n).
-
-    A product of W with a handful of vectors streams W from memory once and is limited by that
-    traffic, and BLAS runs it on one core.  Splitting the inner dimension into blocks and
-    calling ONE batched product (bmm) lets both cores stream their share of W: about 1.5x
-    faster at n = 1000 on the reference machine (see the Performance appendix).  Exact up to
-    the order of summation.  The block views of W are made once per Krylov sequence.
-    """
-    n = W.shape[-1]
-    nb = _row_blocks(n)
-    if nb == 1:
-        Wm = W.mT if transpose else W
-        return lambda R: R @ Wm
-    Wb = W.reshape(n, nb, n // nb).permute(1, 2, 0) if transpose else W.reshape(nb, n // nb, n)
-    m = n // nb
-    return lambda R: torch.bmm(R.reshape(R.shape[0], nb, m).transpose(0, 1), Wb).sum(0)
-
-
 class _MarkovFunction(torch.autograd.Function):
-    """(W, F, C) -> (L, Qt) with Q_j = (W/sqrt n)^j F and L_j = C Q_j / sqrt(n).
+    """(W, F, C) -> (L, Qt, Pt) with A = s W (s = 1/sqrt n) and, as rows (``lib.krylov``),
 
-    The Krylov vectors are kept as rows, Qt_j = Q_j^T (n_x, n), because a row block times W
-    (``Qt @ W.mT``, ``Vt @ W``) is the fastest BLAS form for a few vectors (an (n, 2) right
-    operand is several times slower than two rows on the reference machine; see
-    benchmarks/).  Qt is returned (non-differentiable) only so that ``setup_context`` can
-    save it; ``markov_parameters`` drops it.  Every rule is written in torch ops, so torch.func
-    transforms (vmap, jacrev, jvp) work through it (``generate_vmap_rule``).
+        Qt_j = F^T (A^T)^j   (T, n_x, n)    the input-side Krylov sequence,  Q_j = A^j F
+        Pt_a = C A^a         (T, n_y, n)    the readout-side Krylov sequence
+        L_j  = s C Q_j = s Qt_j C^T  (transposed)                          (T, n_y, n_x)
 
-    Backward, for cotangents G_j = dloss/dL_j (s = 1/sqrt n, A = s W):
-        Vt_{T-1} = s G_{T-1}^T C,   Vt_k = Vt_{k+1} A + s G_k^T C        (T-1 row-matvecs)
-        dF = Vt_0^T,   dC = s sum_j G_j Qt_j,   dW = s sum_k Vt_{k+1}^T Qt_k
-    and dW is formed as ONE (n x (T-1) n_x) by ((T-1) n_x x n) product.
+    Pt is computed in the forward pass only when ``adjoint`` (a gradient will be needed and
+    n_x == n_y, see ``_markov``), in the same pass over W as Qt (the fused kernel of
+    ``lib.krylov``); Qt and Pt are returned (non-differentiable) only so that
+    ``setup_context`` can save them.
+
+    Backward, for cotangents G_j = dloss/dL_j.  Unrolling the adjoint recursion
+    Vt_k = Vt_{k+1} A + s G_k^T C gives Vt_k = s sum_a G_{k+a}^T Pt_a, so NO product with W is
+    left for the backward pass:
+        dF = Vt_0^T = s (sum_a G_a^T Pt_a)^T,       dC = s sum_j G_j Qt_j,
+        dW = s sum_k Vt_{k+1}^T Qt_k = s^2 Pt^T H Qt,   H[(a, y), (k, x)] = G_{a+k+1}[y, x]
+    (H is the block-Hankel matrix of the cotangents, zero where a+k+1 > T-1), formed as ONE
+    (n x (T-1) n_y) by ((T-1) n_y x n) product.  When Pt was not computed, the adjoint
+    recursion runs (T-1 products of W with n_x vectors, ``lib.krylov.adjoint_rows``) and
+    dW = s sum_k Vt_{k+1}^T Qt_k is again one product; when the backward itself must be
+    differentiable (create_graph=True, Hessians) it runs in torch ops.  Every rule is written in torch ops outside the
+    kernel, so torch.func transforms (vmap, jacrev, jvp) work through it
+    (``generate_vmap_rule``; the kernel is skipped for their wrapped tensors).
     """
 
     generate_vmap_rule = True
 
     @staticmethod
-    def _krylov_rows(W, F, T):
+    def forward(W, F, C, T, adjoint):
         s = 1.0 / math.sqrt(W.shape[-1])
-        times_WT = _rows_times(W, transpose=True)
-        Qt = [F.mT]
-        for _ in range(1, T):
-            Qt.append(times_WT(Qt[-1] * s))
-        return torch.stack(Qt)                   # (T, n_x, n)
-
-    @staticmethod
-    def forward(W, F, C, T):
-        Qt = _MarkovFunction._krylov_rows(W, F, T)
-        L = (Qt @ C.mT).mT * (1.0 / math.sqrt(W.shape[-1]))   # (T, n_y, n_x)
-        return L, Qt
+        Qt, Pt = krylov_rows(W, F.mT, T, s, P0=C if adjoint else None)
+        L = (Qt @ C.mT).mT * s                  # (T, n_y, n_x)
+        if Pt is None:
+            Pt = W.new_empty(0)
+        return L, Qt, Pt
 
     @staticmethod
     def setup_context(ctx, inputs, output):
-        W, F, C, T = inputs
-        _, Qt = output
-        ctx.mark_non_differentiable(Qt)
-        ctx.save_for_backward(W, F, C, Qt)
+        W, F, C, T, _ = inputs
+        _, Qt, Pt = output
+        ctx.mark_non_differentiable(Qt, Pt)
+        ctx.save_for_backward(W, F, C, Qt, Pt)
         ctx.save_for_forward(W, F, C, Qt)
 
     @staticmethod
-    def backward(ctx, gL, _gQ):
-        W, F, C, Qt = ctx.saved_tensors
+    def backward(ctx, gL, _gQ, _gP):
+        W, F, C, Qt, Pt = ctx.saved_tensors
         T, n_x, n = Qt.shape
+        n_y = gL.shape[1]
+        s = 1.0 / math.sqrt(n)
+        gC = (gL.permute(1, 0, 2).reshape(n_y, T * n_x) * s) @ Qt.reshape(T * n_x, n)
+        if torch.is_grad_enabled() or Pt.numel() == 0:
+            return _MarkovFunction._backward_recursion(W, F, C, Qt, gL, gC)
+        # Vt_0 = s sum_a G_a^T Pt_a : (n_x, T n_y) @ (T n_y, n)
+        gF = ((gL.permute(2, 0, 1).reshape(n_x, T * n_y) * s) @ Pt.reshape(T * n_y, n)).mT
+        if T == 1:
+            return torch.zeros_like(W), gF, gC, None, None
+        Gpad = torch.cat([gL, gL.new_zeros(T - 1, n_y, n_x)])          # G_j = 0 for j >= T
+        H = Gpad[_index_matrix(T, "hankel")].permute(0, 2, 1, 3).reshape((T - 1) * n_y, (T - 1) * n_x)
+        HQ = (H * (s * s)) @ Qt[:-1].reshape((T - 1) * n_x, n)        # ((T-1) n_y, n)
+        gW = Pt[:-1].reshape((T - 1) * n_y, n).mT @ HQ
+        return gW, gF, gC, None, None
+
+    @staticmethod
+    def _backward_recursion(W, F, C, Qt, gL, gC):
+        """The adjoint recursion (``lib.krylov.adjoint_rows``; torch ops, hence differentiable,
+        when the backward pass itself is being recorded)."""
+        T, n_y, n_x = gL.shape
+        n = W.shape[-1]
         s = 1.0 / math.sqrt(n)
         if torch.is_grad_enabled():
-            # a differentiable backward (create_graph=True, Hessians, torch.func.grad) must see
-            # Q as a function of (W, F), not as the saved constant: recompute it (T-1 matvecs)
-            Qt = _MarkovFunction._krylov_rows(W, F, T)
+            # a differentiable backward must see Q as a function of (W, F), not as the saved
+            # constant: recompute it (T-1 products, the torch path since grad mode is on)
+            Qt, _ = krylov_rows(W, F.mT, T, s)
+            gC = (gL.permute(1, 0, 2).reshape(n_y, T * n_x) * s) @ Qt.reshape(T * n_x, n)
         Gt = (gL.mT @ C) * s                      # (T, n_x, n): s G_k^T C
-        times_W = _rows_times(W, transpose=False)
-        Vt = [Gt[T - 1]]
-        for k in range(T - 2, -1, -1):
-            Vt.append(times_W(Vt[-1] * s) + Gt[k])
-        Vt = torch.stack(Vt[::-1])               # (T, n_x, n)
-        n_y = gL.shape[1]
-        gC = (gL.permute(1, 0, 2).reshape(n_y, T * n_x) * s) @ Qt.reshape(T * n_x, n)
+        Vt = adjoint_rows(W, Gt, s)              # Vt_k = s Vt_{k+1} W + Gt_k   (T, n_x, n)
         gF = Vt[0].mT
         if T > 1:
             gW = (Vt[1:].reshape((T - 1) * n_x, n) * s).mT @ Qt[:-1].reshape((T - 1) * n_x, n)
         else:
             gW = torch.zeros_like(W)
-        return gW, gF, gC, None
+        return gW, gF, gC, None, None
 
     @staticmethod
-    def jvp(ctx, dW, dF, dC, _dT):
+    def jvp(ctx, dW, dF, dC, _dT, _dadj):
         W, F, C, Qt = ctx.saved_tensors
         T, n_x, n = Qt.shape
         s = 1.0 / math.sqrt(n)
@@ -206,7 +217,7 @@ class _MarkovFunction(torch.autograd.Function):
         dL = (dQt @ C.mT).mT * s
         if dC is not None:
             dL = dL + (Qt @ dC.mT).mT * s
-        return dL, None
+        return dL, None, None
 
 
 def causal_conv(L: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
@@ -232,6 +243,21 @@ def causal_conv(L: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     return y
 
 
+@functools.lru_cache(maxsize=64)
+def _index_matrix(T: int, kind: str) -> torch.Tensor:
+    """Index tables of the hot path, made once per T (they are read-only).
+
+    "toeplitz": [t, s] -> t - s for t >= s, else T (the zero tap appended at row T);
+    "hankel":   [a, k] -> a + k + 1 for a, k < T - 1 (entries >= T hit zero padding).
+    """
+    i = torch.arange(T)
+    if kind == "toeplitz":
+        lag = i[:, None] - i[None, :]
+        return torch.where(lag >= 0, lag, T)
+    i = i[: T - 1]
+    return i[:, None] + i[None, :] + 1
+
+
 def _conv_fast(L: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     """``causal_conv`` for T_L == T as ONE matmul with the block-Toeplitz matrix of the taps.
 
@@ -244,9 +270,7 @@ def _conv_fast(L: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     if T * T * n_x * n_y > 1 << 22:   # the Toeplitz matrix would exceed 32 MB: loop over lags
         return causal_conv(L, x)
     Lpad = torch.cat([L, L.new_zeros(1, n_y, n_x)])                   # row T is the zero tap
-    lag = torch.arange(T)[:, None] - torch.arange(T)[None, :]          # [t, s] -> t - s
-    lag = torch.where(lag >= 0, lag, T)
-    TL = Lpad[lag].permute(0, 2, 1, 3).reshape(T * n_y, T * n_x)       # [(t, a), (s, b)]
+    TL = Lpad[_index_matrix(T, "toeplitz")].permute(0, 2, 1, 3).reshape(T * n_y, T * n_x)       # [(t, a), (s, b)]
     return (x.reshape(N, T * n_x) @ TL.mT).reshape(N, T, n_y)
 
 

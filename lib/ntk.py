@@ -27,6 +27,7 @@ import torch
 from torch import nn
 
 from ._checks import DTYPE, as_tensor, positive_int
+from .krylov import krylov_rows
 from .linear_rnn import LinearRNN, impulse_response
 
 __all__ = [
@@ -227,14 +228,9 @@ def markov_ntk_factor(model: LinearRNN, T: int) -> torch.Tensor:
         W, F, C = model.W, model.F, model.C
         n, n_x, n_y = model.n, model.n_x, model.n_y
         s = 1.0 / math.sqrt(n)
-        Q = [F]
-        P = [C]
-        for _ in range(1, T):
-            Q.append((W @ Q[-1]) * s)
-            P.append((P[-1] @ W) * s)
-        Q = torch.stack(Q)                                 # (T, n, n_x)
-        P = torch.stack(P)                                 # (T, n_y, n)
-        GQ = torch.einsum("jnb,Jnd->jbJd", Q, Q)           # Q_j^T Q_J   (T, n_x, T, n_x)
+        # both sequences in one pass over W per step (lib.krylov); Qt_k = Q_k^T as rows
+        Qt, P = krylov_rows(W, F.mT, T, s, P0=C)           # (T, n_x, n), (T, n_y, n)
+        GQ = torch.einsum("jbn,Jdn->jbJd", Qt, Qt)         # Q_j^T Q_J   (T, n_x, T, n_x)
         GP = torch.einsum("jan,Jcn->jaJc", P, P)           # P_j P_J^T   (T, n_y, T, n_y)
         eye_x = torch.eye(n_x, dtype=W.dtype)
         eye_y = torch.eye(n_y, dtype=W.dtype)

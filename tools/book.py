@@ -102,7 +102,7 @@ def lib_digest() -> str:
             h.update(f"{pkg}=={version(pkg)}".encode())
         except PackageNotFoundError:
             h.update(f"{pkg} missing".encode())
-    for f in sorted((ROOT / "lib").rglob("*.py")):
+    for f in sorted(p for p in (ROOT / "lib").rglob("*") if p.suffix in (".py", ".c")):
         h.update(str(f.relative_to(ROOT)).encode())
         h.update(f.read_bytes())
     return h.hexdigest()

@@ -1,0 +1,261 @@
+"""Krylov sequences of a dense matrix, the hot loop of the Markov-parameter engine.
+
+The Markov parameters of a linear RNN and their gradients need two Krylov sequences of the
+scaled recurrent matrix A = s W (s = 1/sqrt n), both kept as rows:
+
+    Q_j = Q_{j-1} A^T   (row r of Q_j is (A^j q_r)^T;  Q_0 = F^T, the input side)
+    P_j = P_{j-1} A     (row r of P_j is ((A^T)^j p_r)^T;  P_0 = C, the readout side)
+
+for j = 1 .. T-1.  Each step is a product of W with a few vectors, which is limited by the
+memory traffic of streaming the n^2 entries of W, not by arithmetic.  ``krylov_rows`` computes
+both sequences with ONE read of W per step: a small C kernel (``krylov.c``, compiled on first
+use with the system C compiler and cached) takes each row w_i of W once and forms the i-th
+entry w_i . q of every A q and adds p_i w_i to every A^T p.  At n = 1000 one fused step costs
+less than one BLAS matrix-vector product (Performance appendix).
+
+Without a C compiler (or with ``RNNBOOK_KERNEL=0`` in the environment) the same sequences are
+computed with torch products, one per sequence and step; both paths give the same numbers up
+to the order of summation (tests/test_krylov.py).  The kernel is used only for float64,
+contiguous CPU tensors outside torch.func transforms; everything else takes the torch path.
+
+    krylov_rows(W, Q0, T, s, P0=None, add_Q=None, add_P=None) -> (Q, P)
+                                 Q: (T, k_q, n), P: (T, k_p, n); either may be None
+    adjoint_rows(W, G, s) -> V   the backward recursion V_k = s V_{k+1} W + G_k
+    kernel_available() -> bool   whether the compiled kernel is in use
+"""
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import warnings
+from pathlib import Path
+
+import torch
+
+__all__ = ["krylov_rows", "adjoint_rows", "kernel_available", "kernel_path", "rows_times"]
+
+_SOURCE = Path(__file__).with_name("krylov.c")
+_FLAG_SETS = (["-O3", "-march=native", "-fopenmp"], ["-O3", "-fopenmp"])
+_lock = threading.Lock()
+_state: dict = {}
+
+
+# --------------------------------------------------------------------------------------
+# the compiled kernel
+# --------------------------------------------------------------------------------------
+def _cache_root() -> Path:
+    env = os.environ.get("RNNBOOK_CACHE")
+    if env:
+        return Path(env) / "kernels"
+    base = os.environ.get("XDG_CACHE_HOME") or (Path.home() / ".cache")
+    return Path(base) / "rnnbook" / "kernels"
+
+
+def _cpu_tag() -> str:
+    """What the -march=native build depends on: the CPU model and its feature flags."""
+    text = ""
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith(("model name", "flags", "Features", "CPU part")):
+                    text += line
+                if line.strip() == "" and text:
+                    break
+    except OSError:
+        pass
+    return text or platform.processor() or platform.machine()
+
+
+def _compile(cc: str, flags: list[str], target: Path) -> str | None:
+    """Compile krylov.c into ``target``; None on success, else the compiler's message."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
+        out = Path(tmp) / target.name
+        cmd = [cc, *flags, "-fPIC", "-shared", str(_SOURCE), "-o", str(out)]
+        try:
+            res = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return f"{' '.join(cmd)}: {exc}"
+        if res.returncode != 0:
+            return f"{' '.join(cmd)}:\n{res.stderr.strip()}"
+        os.replace(out, target)          # atomic: concurrent builders never see half a file
+    return None
+
+
+def _load():
+    """The ctypes function, compiling it if needed; None when no kernel can be had."""
+    if "fn" in _state:
+        return _state["fn"]
+    with _lock:
+        if "fn" in _state:
+            return _state["fn"]
+        fn = None
+        if os.environ.get("RNNBOOK_KERNEL", "1") not in ("0", "false", "no", "off"):
+            fn = _build_and_load()
+        _state["fn"] = fn
+        return fn
+
+
+def _build_and_load():
+    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        _warn("no C compiler (cc/gcc) on PATH")
+        return None
+    source = _SOURCE.read_bytes()
+    errors = []
+    for flags in _FLAG_SETS:
+        key = hashlib.sha256(source + " ".join([cc, *flags]).encode() + _cpu_tag().encode()
+                             + platform.machine().encode()).hexdigest()[:16]
+        target = _cache_root() / f"krylov-{key}.so"
+        if not target.exists():
+            err = _compile(cc, flags, target)
+            if err is not None:
+                errors.append(err)
+                continue
+        try:
+            lib = ctypes.CDLL(str(target))
+        except OSError as exc:
+            errors.append(f"loading {target}: {exc}")
+            continue
+        fn = lib.krylov_pair
+        fn.restype = ctypes.c_int
+        fn.argtypes = [ctypes.c_void_p, ctypes.c_long, ctypes.c_double, ctypes.c_long,
+                       ctypes.c_void_p, ctypes.c_long, ctypes.c_void_p, ctypes.c_long,
+                       ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int]
+        _state["path"] = target
+        return fn
+    _warn("compiling lib/krylov.c failed:\n" + "\n".join(errors))
+    return None
+
+
+def _warn(why: str) -> None:
+    warnings.warn(f"lib.krylov: {why}; the Markov engine uses torch products instead "
+                  "(same results, about 2x slower at n = 1000)", RuntimeWarning, stacklevel=3)
+
+
+def kernel_available() -> bool:
+    """True when the compiled fused kernel is used (compiles it on the first call)."""
+    return _load() is not None
+
+
+def kernel_path() -> Path | None:
+    """Where the compiled kernel lives (None when it is not in use)."""
+    return _state.get("path") if kernel_available() else None
+
+
+def _plain(t: torch.Tensor, grad_mode: bool) -> bool:
+    """A tensor the kernel may read: float64, dense, on the CPU, not a torch.func wrapper, and
+    not part of a graph that autograd would have to record (the kernel is invisible to it)."""
+    return (t.dtype == torch.float64 and t.device.type == "cpu" and t.layout == torch.strided
+            and not (grad_mode and t.requires_grad)
+            and not torch._C._functorch.is_functorch_wrapped_tensor(t))
+
+
+# --------------------------------------------------------------------------------------
+# the torch path
+# --------------------------------------------------------------------------------------
+def _row_blocks(n: int) -> int:
+    """How many row blocks ``rows_times`` splits W into (1 = a plain product)."""
+    if n < 256:
+        return 1
+    for nb in (4, 2):
+        if n % nb == 0:
+            return nb
+    return 1
+
+
+def rows_times(W: torch.Tensor, transpose: bool):
+    """A function R -> R @ W.T (transpose=True) or R @ W, for a few rows R (k, n), W (n, n).
+
+    A product of W with a handful of vectors streams W from memory once and is limited by that
+    traffic, and BLAS runs it on one core.  Splitting the inner dimension into blocks and
+    calling ONE batched product (bmm) lets both cores stream their share of W.  Exact up to
+    the order of summation.  The block views of W are made once per Krylov sequence.
+    """
+    n = W.shape[-1]
+    nb = _row_blocks(n)
+    if nb == 1:
+        Wm = W.mT if transpose else W
+        return lambda R: R @ Wm
+    Wb = W.reshape(n, nb, n // nb).permute(1, 2, 0) if transpose else W.reshape(nb, n // nb, n)
+    m = n // nb
+    return lambda R: torch.bmm(R.reshape(R.shape[0], nb, m).transpose(0, 1), Wb).sum(0)
+
+
+def _torch_rows(W, X0, T, s, transpose, add=None):
+    times = rows_times(W, transpose=transpose)
+    X = [X0]
+    for j in range(1, T):
+        nxt = times(X[-1] * s)
+        X.append(nxt if add is None else nxt + add[j])
+    return torch.stack(X)
+
+
+# --------------------------------------------------------------------------------------
+# the entry points
+# --------------------------------------------------------------------------------------
+def krylov_rows(W: torch.Tensor, Q0: torch.Tensor | None, T: int, s: float,
+                P0: torch.Tensor | None = None, *, add_Q: torch.Tensor | None = None,
+                add_P: torch.Tensor | None = None, kernel: bool = True):
+    """The two sequences, for j = 1 .. T-1, stacked with their first rows Q0, P0:
+
+        Q_j = s Q_{j-1} W^T + add_Q[j]     (T, k_q, n)   (None when Q0 is None)
+        P_j = s P_{j-1} W   + add_P[j]     (T, k_p, n)   (None when P0 is None)
+
+    W: (n, n), Q0: (k_q, n), P0: (k_p, n); the optional addends (T, k, n) make a sequence
+    affine (row 0 is ignored).  A transposed view W = U^T is handled without a copy: the
+    Q-sequence of U^T is the P-sequence of U and vice versa.  No validation: this is the
+    engine's hot path and its callers have checked the shapes.  Differentiable through the
+    torch path only: the kernel runs on plain tensors, and callers that need a graph through
+    the sequences, or torch.func transforms, get the torch path automatically.
+    ``kernel=False`` forces the torch path (the Performance appendix compares the two).
+    """
+    if W.dim() == 2 and not W.is_contiguous() and W.mT.is_contiguous():
+        P, Q = krylov_rows(W.mT, P0, T, s, Q0, add_Q=add_P, add_P=add_Q, kernel=kernel)
+        return Q, P
+    present = [t for t in (W, Q0, P0, add_Q, add_P) if t is not None]
+    grad_mode = torch.is_grad_enabled()
+    usable = kernel and W.dim() == 2 and all(_plain(t, grad_mode) for t in present)
+    fn = _load() if usable else None
+    if fn is None:
+        Q = None if Q0 is None else _torch_rows(W, Q0, T, s, True, add_Q)
+        P = None if P0 is None else _torch_rows(W, P0, T, s, False, add_P)
+        return Q, P
+    n = W.shape[-1]
+    Wc = W.contiguous()
+    kq = 0 if Q0 is None else Q0.shape[0]
+    kp = 0 if P0 is None else P0.shape[0]
+    Q = W.new_empty(T, kq, n)
+    P = W.new_empty(T, kp, n)
+    if kq:
+        Q[0] = Q0
+    if kp:
+        P[0] = P0
+    add_Q = None if add_Q is None or not kq else add_Q.contiguous()
+    add_P = None if add_P is None or not kp else add_P.contiguous()
+    threads = 1 if n < 256 else max(1, torch.get_num_threads())
+    status = fn(Wc.data_ptr(), n, float(s), T, Q.data_ptr(), kq, P.data_ptr(), kp,
+                 None if add_Q is None else add_Q.data_ptr(),
+                 None if add_P is None else add_P.data_ptr(), threads)
+    if status != 0:
+        raise MemoryError(f"lib.krylov: no memory for the kernel's scratch ({threads} x {kp} x {n})")
+    return (Q if kq else None), (P if kp else None)
+
+
+def adjoint_rows(W: torch.Tensor, G: torch.Tensor, s: float) -> torch.Tensor:
+    """The backward (adjoint) recursion V_{T-1} = G_{T-1}, V_k = s V_{k+1} W + G_k, as rows.
+
+    G: (T, k, n); returns V (T, k, n).  It is the affine P-sequence of ``krylov_rows`` run
+    from the end, so it takes the kernel (or the torch path) on the same terms.
+    """
+    T = G.shape[0]
+    G_rev = G.flip(0)
+    _, V_rev = krylov_rows(W, None, T, s, G_rev[0], add_P=G_rev)
+    return V_rev.flip(0)
