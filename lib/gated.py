@@ -213,11 +213,14 @@ class GatedLinearRNN(nn.Module):
         W_out = torch.cat([self.W_out_m, self.W_out_x]).T
         g = self.W_out_m.shape[0]
         lam = self.lam
-        if readout and not (torch.is_grad_enabled() and any(p.requires_grad for p in self.parameters())):
+        graph = torch.is_grad_enabled() and (x.requires_grad or W_in.requires_grad
+                                             or W_out.requires_grad or lam.requires_grad
+                                             or self.D.requires_grad)
+        if readout and not graph:
             return self._evaluate(x, W_in, lam, W_out, g)
         z = x.transpose(0, 1).reshape(T * B, d_x) @ W_in
         h = (z[:, :n] * z[:, n:]).view(T, B, n)
-        if torch.is_grad_enabled() and (h.requires_grad or lam.requires_grad):
+        if graph:
             # differentiable: the log2(T)-step scan, out of place (autograd-friendly)
             pw, k = lam, 1
             while k < T:

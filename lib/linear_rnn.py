@@ -86,9 +86,10 @@ def markov_parameters(W: torch.Tensor, F: torch.Tensor, C: torch.Tensor, T: int)
     """The Markov parameters of eq. (9), like ``impulse_response``, through the fast engine.
 
     Returns (T, n_y, n_x), equal to ``impulse_response(W, F, C, T)`` (to rounding) in the forward
-    pass.  The backward pass is hand-structured (see ``_MarkovFunction``): no product with W
-    (the readout-side Krylov sequence comes from the forward pass, fused with the input side)
-    and the W-gradient as a single GEMM, instead of T accumulated outer products.  It also has
+    pass.  The backward pass is hand-structured (see ``_MarkovFunction``): for n_x == n_y no
+    product with W (the readout-side Krylov sequence comes from the forward pass, fused with
+    the input side), otherwise one adjoint recursion on the smaller side; the W-gradient is a
+    single GEMM, instead of T accumulated outer products.  It also has
     a forward-mode (jvp) rule and works under torch.func.vmap / jacrev / jvp.
     """
     _check_wfc(W, F, C)
@@ -138,9 +139,9 @@ class _MarkovFunction(torch.autograd.Function):
     (n x (T-1) n_y) by ((T-1) n_y x n) product.  When Pt was not computed, the adjoint
     recursion runs (T-1 products of W with n_x vectors, ``lib.krylov.adjoint_rows``) and
     dW = s sum_k Vt_{k+1}^T Qt_k is again one product; when the backward itself must be
-    differentiable (create_graph=True, Hessians) it runs in torch ops.  Every rule is written in torch ops outside the
-    kernel, so torch.func transforms (vmap, jacrev, jvp) work through it
-    (``generate_vmap_rule``; the kernel is skipped for their wrapped tensors).
+    differentiable (create_graph=True, Hessians) it runs in torch ops.  Every rule is written
+    in torch ops outside the kernel, so torch.func transforms (vmap, jacrev, jvp) work through
+    it (``generate_vmap_rule``; the kernel is skipped for their wrapped tensors).
     """
 
     generate_vmap_rule = True
@@ -168,21 +169,22 @@ class _MarkovFunction(torch.autograd.Function):
         T, n_x, n = Qt.shape
         n_y = gL.shape[1]
         s = 1.0 / math.sqrt(n)
-        gC = (gL.permute(1, 0, 2).reshape(n_y, T * n_x) * s) @ Qt.reshape(T * n_x, n)
         if torch.is_grad_enabled() or Pt.numel() == 0:
-            return _MarkovFunction._backward_recursion(W, F, C, Qt, gL, gC)
+            return _MarkovFunction._backward_recursion(W, F, C, Qt, gL)
+        gC = (gL.permute(1, 0, 2).reshape(n_y, T * n_x) * s) @ Qt.reshape(T * n_x, n)
         # Vt_0 = s sum_a G_a^T Pt_a : (n_x, T n_y) @ (T n_y, n)
         gF = ((gL.permute(2, 0, 1).reshape(n_x, T * n_y) * s) @ Pt.reshape(T * n_y, n)).mT
         if T == 1:
             return torch.zeros_like(W), gF, gC, None, None
         Gpad = torch.cat([gL, gL.new_zeros(T - 1, n_y, n_x)])          # G_j = 0 for j >= T
-        H = Gpad[_index_matrix(T, "hankel")].permute(0, 2, 1, 3).reshape((T - 1) * n_y, (T - 1) * n_x)
+        H = Gpad[_index_matrix(T, "hankel")].permute(0, 2, 1, 3)       # [(a, y), (k, x)]
+        H = H.reshape((T - 1) * n_y, (T - 1) * n_x)
         HQ = (H * (s * s)) @ Qt[:-1].reshape((T - 1) * n_x, n)        # ((T-1) n_y, n)
         gW = Pt[:-1].reshape((T - 1) * n_y, n).mT @ HQ
         return gW, gF, gC, None, None
 
     @staticmethod
-    def _backward_recursion(W, F, C, Qt, gL, gC):
+    def _backward_recursion(W, F, C, Qt, gL):
         """The adjoint recursion (``lib.krylov.adjoint_rows``; torch ops, hence differentiable,
         when the backward pass itself is being recorded)."""
         T, n_y, n_x = gL.shape
@@ -192,7 +194,7 @@ class _MarkovFunction(torch.autograd.Function):
             # a differentiable backward must see Q as a function of (W, F), not as the saved
             # constant: recompute it (T-1 products, the torch path since grad mode is on)
             Qt, _ = krylov_rows(W, F.mT, T, s)
-            gC = (gL.permute(1, 0, 2).reshape(n_y, T * n_x) * s) @ Qt.reshape(T * n_x, n)
+        gC = (gL.permute(1, 0, 2).reshape(n_y, T * n_x) * s) @ Qt.reshape(T * n_x, n)
         Gt = (gL.mT @ C) * s                      # (T, n_x, n): s G_k^T C
         Vt = adjoint_rows(W, Gt, s)              # Vt_k = s Vt_{k+1} W + Gt_k   (T, n_x, n)
         gF = Vt[0].mT
@@ -270,7 +272,8 @@ def _conv_fast(L: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     if T * T * n_x * n_y > 1 << 22:   # the Toeplitz matrix would exceed 32 MB: loop over lags
         return causal_conv(L, x)
     Lpad = torch.cat([L, L.new_zeros(1, n_y, n_x)])                   # row T is the zero tap
-    TL = Lpad[_index_matrix(T, "toeplitz")].permute(0, 2, 1, 3).reshape(T * n_y, T * n_x)       # [(t, a), (s, b)]
+    TL = Lpad[_index_matrix(T, "toeplitz")]                            # [t, s] -> L_{t-s}
+    TL = TL.permute(0, 2, 1, 3).reshape(T * n_y, T * n_x)              # [(t, a), (s, b)]
     return (x.reshape(N, T * n_x) @ TL.mT).reshape(N, T, n_y)
 
 

@@ -64,6 +64,22 @@ def test_differentiable_parallel_path_equals_step(n, T, seed):
         assert float((u - v).norm()) <= 1e-10 * max(1.0, float(v.norm()))
 
 
+def test_input_gradients_with_frozen_parameters_and_reused_buffers():
+    """A graph through x alone must not take the buffered evaluation path (out= products
+    cannot record it); without gradients, buffers are reused and re-made when shapes change."""
+    m = lib.GatedLinearRNN(3, 6, 2, seed=2)
+    for p in m.parameters():
+        p.requires_grad_(False)
+    x = torch.randn(2, 7, 3, generator=torch.Generator().manual_seed(3), requires_grad=True)
+    (gx,) = torch.autograd.grad(m(x).square().sum(), x)
+    (gx_ref,) = torch.autograd.grad(m(x, method="step").square().sum(), x)
+    assert _rel(gx, gx_ref) <= 1e-10
+    with torch.no_grad():
+        for B, T in ((2, 7), (2, 7), (5, 3)):
+            xb = torch.randn(B, T, 3, generator=torch.Generator().manual_seed(B * T))
+            assert _rel(m(xb), m(xb, method="step")) <= 1e-10
+
+
 def test_lam_parametrisation_and_from_weights():
     m = lib.GatedLinearRNN(2, 5, 2, seed=1)
     assert ((m.lam >= 0) & (m.lam <= 1)).all()
