@@ -7,7 +7,10 @@ Modules, by subject:
     data         the S1 recording and the protein secondary-structure set (checksummed)
     scaled_conv  the scaled 1-D convolution (eq. 8) and its weights rho_j (eq. 21)
     ntk          tangent kernels: Thm 3.2 (conv), empirical (torch.func), M_n = J J^T factor
-    training     full-batch gradient descent shared by every Part I model
+    training     full-batch gradient descent (Part I) and online AdamW for K stacked models
+                 (Part III): device-aware, resumable, CUDA-graph captured on GPUs
+    tasks        the online tasks of Part III (teacher-student, in-context regression)
+    artefacts    the paper-scale runs stored in results/, read back with their checksums
     plotting     the book's single matplotlib style
     experiments  Section 5: teacher data at a given SNR, S1 sequences, mini-batch GD, R^2, kernel limit
     sequence_memory  linear autoencoders for sequences (Sperduti 2015, §2.1)
@@ -42,7 +45,9 @@ from .ntk import (
     toeplitz,
 )
 from .scaled_conv import ScaledConv, rho, rho_max
-from .training import loss_fn, train_gd
+from .training import ModuleStack, cosine_lr, loss_fn, train_gd, train_online
+from .tasks import ICLTask, TeacherTask, lsa_teachers
+from .artefacts import load_run
 from .experiments import (
     TapsRNN,
     add_output_noise,
@@ -66,6 +71,7 @@ from .ff_to_rnn import (FeedforwardNet, LinearStateSpace, MemoryRNN, OneStepFF, 
 from .attention import LinearSelfAttention, lsa_instantaneous_tensor
 from .gated import (
     GatedLinearRNN,
+    StackedGatedRNN,
     construction_size,
     diagonal_scan,
     diagonal_scan_reference,
@@ -91,6 +97,14 @@ __all__ = [
     "rho_max",
     "loss_fn",
     "train_gd",
+    "train_online",
+    "cosine_lr",
+    "ModuleStack",
+    "ICLTask",
+    "TeacherTask",
+    "lsa_teachers",
+    "load_run",
+    "StackedGatedRNN",
     "LinearRNN",
     "causal_conv",
     "chebyshev_nodes",

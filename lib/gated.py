@@ -27,6 +27,7 @@ from ._checks import as_tensor, positive_int, positive_real
 
 __all__ = [
     "GatedLinearRNN",
+    "StackedGatedRNN",
     "diagonal_scan",
     "diagonal_scan_reference",
     "gated_rnn_from_attention",
@@ -440,3 +441,151 @@ def train_adamw(model: nn.Module, batch: Callable[[torch.Generator], tuple[torch
             hist["loss"].append(acc / cnt)
             acc, cnt = 0.0, 0
     return hist
+
+
+# ----------------------------------------------------------------------------- stacked training
+
+class StackedGatedRNN(nn.Module):
+    """K independent gated RNNs of eq. (2) evaluated (and trained) as one batched model.
+
+    Member k is a :class:`GatedLinearRNN` of width ``widths[k]`` (recurrent = output-gating
+    neurons) zero-padded to the largest width: its padding rows and columns of ``W_in_m``,
+    ``W_in_x``, ``W_out_m``, ``W_out_x`` and ``D`` are 0.  A padded hidden neuron then has
+    g_in = 0, hence h = 0 for all t, hence zero gradient for every weight that touches it
+    (each gradient is a product with h, with g_in, or with a zero weight); AdamW turns a
+    zero gradient into a zero update and weight decay keeps 0 at 0, so the padding stays
+    exactly 0 and member k computes exactly what the unpadded network computes.
+
+    Parameters carry a leading member axis: ``W_in_m, W_in_x`` (K, n, d_x), ``nu_log`` (K, n),
+    ``W_out_m, W_out_x`` (K, n, n), ``D`` (K, d_out, n).  Input (K, B, T, d_in); output
+    (K, B, T, d_out), or (K, B, d_out) with ``last_only=True`` (the readout of the last step
+    alone, what in-context regression needs).
+
+    The diagonal recurrence h_t = sum_{s <= t} lam^{t-s} g_s is evaluated as one batched
+    product with the (T, T) matrices L_n[t, s] = exp(-(t-s) exp(nu_n)) (s <= t), i.e.
+    lam_n^{t-s} computed from nu directly; with ``last_only`` only the last row of L is used.
+    The reference is the member networks' own forward (:meth:`member`).
+    """
+
+    def __init__(self, d_in: int, widths, d_out: int, seeds, *, append_one: bool = True,
+                 lam_init: tuple[float, float] = (0.0, 1.0), dtype: torch.dtype = torch.float32,
+                 device: torch.device | str = "cpu"):
+        super().__init__()
+        d_in, d_out = positive_int("d_in", d_in), positive_int("d_out", d_out)
+        widths = [positive_int("widths[k]", w) for w in widths]
+        seeds = list(seeds)
+        if not widths or len(widths) != len(seeds):
+            raise ValueError(f"widths and seeds must be non-empty lists of equal length, got "
+                             f"{len(widths)} and {len(seeds)}")
+        members = [GatedLinearRNN(d_in, w, d_out, append_one=append_one, lam_init=lam_init, seed=s,
+                                  dtype=torch.float64) for w, s in zip(widths, seeds)]
+        self._stack(members, dtype, device)
+
+    @classmethod
+    def from_members(cls, members, *, dtype: torch.dtype | None = None, device="cpu"):
+        """Stack existing networks (same d_in, d_out, append_one; any widths)."""
+        members = list(members)
+        if not members or not all(isinstance(m, GatedLinearRNN) for m in members):
+            raise TypeError("members must be a non-empty list of GatedLinearRNN")
+        obj = cls.__new__(cls)
+        nn.Module.__init__(obj)
+        obj._stack(members, dtype or members[0].W_in_m.dtype, device)
+        return obj
+
+    def _stack(self, members, dtype, device):
+        d_in, append_one = members[0].d_in, members[0].append_one
+        d_out = members[0].D.shape[0]
+        for m in members:
+            if (m.d_in, m.append_one, m.D.shape[0]) != (d_in, append_one, d_out):
+                raise ValueError("members must share d_in, append_one and d_out")
+            if m.W_out_m.shape[0] != m.W_in_m.shape[0]:
+                raise ValueError("stacked members need n_gate == n_hidden")
+        self.d_in, self.append_one, self.d_out = d_in, append_one, d_out
+        self.widths = [m.W_in_m.shape[0] for m in members]
+        K, n, d_x = len(members), max(self.widths), d_in + int(append_one)
+        z = dict(dtype=torch.float64)
+        W_in_m, W_in_x = torch.zeros(K, n, d_x, **z), torch.zeros(K, n, d_x, **z)
+        nu, W_out_m, W_out_x = torch.zeros(K, n, **z), torch.zeros(K, n, n, **z), torch.zeros(K, n, n, **z)
+        D = torch.zeros(K, d_out, n, **z)
+        with torch.no_grad():
+            for k, (m, w) in enumerate(zip(members, self.widths)):
+                W_in_m[k, :w], W_in_x[k, :w] = m.W_in_m.double(), m.W_in_x.double()
+                nu[k, :w] = m.nu_log.double().clamp(-50.0, 50.0)   # lam = 1 or 0 exactly in float64
+                W_out_m[k, :w, :w], W_out_x[k, :w, :w] = m.W_out_m.double(), m.W_out_x.double()
+                D[k, :, :w] = m.D.double()
+        p = lambda t: nn.Parameter(t.to(dtype=dtype, device=device))  # noqa: E731
+        self.W_in_m, self.W_in_x, self.nu_log = p(W_in_m), p(W_in_x), p(nu)
+        self.W_out_m, self.W_out_x, self.D = p(W_out_m), p(W_out_x), p(D)
+
+    @property
+    def K(self) -> int:
+        return len(self.widths)
+
+    def member(self, k: int) -> GatedLinearRNN:
+        """Member k as an unpadded float64 CPU :class:`GatedLinearRNN` (for analysis)."""
+        if not 0 <= k < self.K:
+            raise IndexError(f"member index must be in [0, {self.K}), got {k}")
+        w = self.widths[k]
+        c = lambda t: t.detach().double().cpu()  # noqa: E731
+        lam = torch.exp(-torch.exp(c(self.nu_log[k, :w])))
+        return GatedLinearRNN.from_weights(c(self.W_in_m[k, :w]), c(self.W_in_x[k, :w]), lam,
+                                           c(self.W_out_m[k, :w, :w]), c(self.W_out_x[k, :w, :w]),
+                                           c(self.D[k, :, :w]), append_one=self.append_one)
+
+    def forward(self, x: torch.Tensor, last_only: bool = False) -> torch.Tensor:
+        """(K, B, T, d_in) -> (K, B, T, d_out), or (K, B, d_out) with ``last_only``.
+
+        No validation here (this is the training step's inner call; the trainer checks shapes
+        once): gates -> recurrence -> readout, each gate a batched matrix product over all
+        time steps, the recurrence time-major.
+        """
+        K, B, T, _ = x.shape
+        if self.append_one:
+            x = torch.cat([x, x.new_ones(K, B, T, 1)], dim=-1)
+        n = self.W_in_m.shape[1]
+        # two products per gate, not one product and two slices: the backward of a slice
+        # writes a zero-filled copy of the whole product, which costs more than the product
+        xt = x.transpose(1, 2).reshape(K, T * B, -1)                             # rows (t, b)
+        g = (torch.bmm(xt, self.W_in_m.transpose(1, 2))
+             * torch.bmm(xt, self.W_in_x.transpose(1, 2))).view(K, T, B, n)
+        if last_only:
+            # h_{T-1} = sum_s lam^{T-1-s} g_s: one weighted sum, lam^k = exp(-k exp(nu))
+            lags = torch.arange(T - 1, -1, -1, device=x.device, dtype=x.dtype)
+            w = torch.exp(-torch.exp(self.nu_log)[:, None, None, :] * lags[None, :, None, None])
+            h, rows = (g * w).sum(dim=1), B                                      # (K, B, n)
+        else:
+            lam = torch.exp(-torch.exp(self.nu_log))[:, None, :]                # (K, 1, n)
+            h, rows = _DiagonalRecurrence.apply(lam, g), T * B                   # (K, T, B, n)
+        h = h.reshape(K, rows, n)
+        o = torch.bmm(h, self.W_out_m.transpose(1, 2)) * torch.bmm(h, self.W_out_x.transpose(1, 2))
+        y = torch.bmm(o, self.D.transpose(1, 2))
+        if last_only:
+            return y
+        return y.view(K, T, B, self.d_out).transpose(1, 2)
+
+
+class _DiagonalRecurrence(torch.autograd.Function):
+    """h_t = lam * h_{t-1} + g_t over axis 1 of g (K, T, B, n), lam (K, 1, n), in place.
+
+    Forward: T - 1 fused multiply-adds on (K, B, n) slices.  Backward: the adjoint recurrence
+    a_t = dL/dh_t + lam * a_{t+1} (reverse time) gives dL/dg_t = a_t and
+    dL/dlam = sum_{t >= 1} a_t * h_{t-1}.  Same T K B n work as the forward, no graph of T
+    nodes; checked against autograd through the plain loop in the tests.
+    """
+
+    @staticmethod
+    def forward(ctx, lam, g):
+        h = g.clone()
+        for t in range(1, h.shape[1]):
+            h[:, t].addcmul_(h[:, t - 1], lam)
+        ctx.save_for_backward(lam, h)
+        return h
+
+    @staticmethod
+    def backward(ctx, grad_h):
+        lam, h = ctx.saved_tensors
+        a = grad_h.clone()
+        for t in range(a.shape[1] - 2, -1, -1):
+            a[:, t].addcmul_(a[:, t + 1], lam)
+        grad_lam = (a[:, 1:] * h[:, :-1]).sum(dim=(1, 2))[:, None, :] if ctx.needs_input_grad[0] else None
+        return grad_lam, a

@@ -1,0 +1,71 @@
+"""Paper-scale results stored in the repository (results/), read back with their checksums.
+
+``tools/paper.py`` trains and writes them; the chapters only read them.  ``load_run(name)``
+checks every file of the run against ``results/MANIFEST.sha256`` before loading and returns
+the trained networks as float64 :class:`lib.gated.GatedLinearRNN` members, ready to be
+re-evaluated on CPU.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import torch
+
+__all__ = ["load_run", "RESULTS", "sha256_of", "manifest_path"]
+
+RESULTS = Path(__file__).resolve().parent.parent / "results"
+
+
+def manifest_path(root: Path | None = None) -> Path:
+    return (root or RESULTS) / "MANIFEST.sha256"
+
+
+def sha256_of(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def load_run(name: str, root: str | Path | None = None) -> dict:
+    """The artefact of experiment ``name``, verified against the manifest.
+
+    Returns ``{"meta": dict, "task": dict, "groups": [{"widths", "seeds", "history",
+    "model": StackedGatedRNN (float64), "members": [GatedLinearRNN (float64)]}]}``.
+    Raises ``FileNotFoundError`` (naming the file and the command that writes it) if the run
+    is missing and ``ValueError`` if a checksum does not match.
+    """
+    from .gated import StackedGatedRNN
+
+    root = Path(root) if root is not None else RESULTS
+    folder = root / name
+    manifest = manifest_path(root)
+    files = [folder / "run.pt", folder / "meta.json"]
+    for f in [manifest, *files]:
+        if not f.is_file():
+            raise FileNotFoundError(f"{f} is missing: write it with `make paper EXP={name}`")
+    expected = {}
+    for line in manifest.read_text().splitlines():
+        if line.strip():
+            digest, rel = line.split(None, 1)
+            expected[rel.strip()] = digest
+    for f in files:
+        rel = f.relative_to(root).as_posix()
+        if rel not in expected:
+            raise ValueError(f"{rel} is not listed in {manifest}")
+        got = sha256_of(f)
+        if got != expected[rel]:
+            raise ValueError(f"checksum mismatch for {f}: expected {expected[rel]}, got {got}")
+    meta = json.loads(files[1].read_text())
+    data = torch.load(files[0], map_location="cpu", weights_only=False)
+    groups = []
+    for g in data["groups"]:
+        model = StackedGatedRNN(data["d_in"], g["widths"], data["d_out"], g["seeds"], dtype=torch.float64)
+        model.load_state_dict({k: v.double() for k, v in g["state"].items()})
+        groups.append({"widths": g["widths"], "seeds": g["seeds"], "history": g["history"],
+                       "seconds": g["seconds"], "model": model,
+                       "members": [model.member(k) for k in range(model.K)]})
+    return {"meta": meta, "task": data["task"], "groups": groups}

@@ -1,0 +1,206 @@
+"""Paper-scale training runs of Part III, written as checksummed artefacts under results/.
+
+    python tools/paper.py list                      (make paper)
+    python tools/paper.py run NAME [--steps N] [--device cuda] [--progress]
+                                                     (make paper EXP=NAME ARGS="--steps N")
+
+Each experiment trains one or more stacks of gated RNNs (``lib.StackedGatedRNN``, trained by
+``lib.train_online``) with the settings of Zucchet et al. (2023), App. B.1 / C.1, and writes
+
+    results/NAME/run.pt      trained weights (one state dict per stack), loss histories, and
+                             everything needed to re-evaluate a model without re-training it
+                             (teacher weights, input distribution, task sizes)
+    results/NAME/meta.json   configuration, seeds, command, git commit, device, library
+                             versions, steps (run and published), wall time, date
+    results/MANIFEST.sha256  SHA-256 of every artefact file (``lib.load_run`` verifies it)
+
+Training resumes from results/NAME/checkpoint-*.pt if a run is interrupted (the checkpoints
+are deleted when the experiment is complete).  ``--steps`` runs a complete cosine schedule
+over fewer steps than the paper's; the artefact records both numbers.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import hashlib
+import json
+import platform
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+import torch  # noqa: E402
+
+import lib  # noqa: E402
+from lib.artefacts import RESULTS, manifest_path, sha256_of  # noqa: E402
+
+# one stack per group; widths within a group are zero-padded to the group's largest
+EXPERIMENTS = {
+    "teacher": dict(
+        what="Table 1, Fig. 2: students of 100 neurons on three d = 4 attention teachers",
+        task="teacher", d=4, T=32, batch=64, x_std=0.5, teacher_scale=1.0,
+        teacher_seeds=[101, 102, 103], groups=[dict(widths=[100, 100, 100], seeds=[1, 2, 3])],
+        paper_steps=781_250, lr=1e-3, lr_min=1e-6, weight_decay=1e-4),
+    "teacher_width": dict(
+        what="Fig. 3A: students of 8-128 neurons on one d = 6 attention teacher",
+        task="teacher", d=6, T=32, batch=64, x_std=0.5, teacher_scale=1.0, teacher_seeds=[201],
+        groups=[dict(widths=[8, 16, 24, 32], seeds=[11, 12, 13, 14]),
+                dict(widths=[48, 64], seeds=[15, 16]), dict(widths=[96], seeds=[17]),
+                dict(widths=[128], seeds=[18])],
+        paper_steps=781_250, lr=1e-3, lr_min=1e-6, weight_decay=1e-4),
+    "icl": dict(
+        what="Table 2, Sec. 4.2: gated RNNs of 80 neurons on in-context linear regression, 4 seeds",
+        task="icl", T=12, d_x=3, d_y=3, batch=64, sigma_w2=1 / 3, sigma_x2=1.0,
+        groups=[dict(widths=[80, 80, 80, 80], seeds=[21, 22, 23, 24])],
+        paper_steps=300_000, lr=1e-3, lr_min=1e-6, weight_decay=1e-4),
+    "icl_width": dict(
+        what="Fig. 3B: gated RNNs of 2-80 neurons on in-context linear regression",
+        task="icl", T=12, d_x=3, d_y=3, batch=64, sigma_w2=1 / 3, sigma_x2=1.0,
+        groups=[dict(widths=[2, 4, 6, 8, 12, 16], seeds=[31, 32, 33, 34, 35, 36]),
+                dict(widths=[24, 32, 48], seeds=[37, 38, 39]), dict(widths=[64], seeds=[40])],
+        paper_steps=300_000, lr=1e-3, lr_min=1e-6, weight_decay=1e-4),
+}
+
+
+def make_task(cfg: dict, group: dict, dtype, device):
+    """The training task of one group (member k's teacher: teacher k, or the only teacher)."""
+    K = len(group["widths"])
+    if cfg["task"] == "teacher":
+        W = lib.lsa_teachers(cfg["d"], cfg["teacher_seeds"], scale=cfg["teacher_scale"])
+        if W[0].shape[0] == 1:
+            W = tuple(w.expand(K, -1, -1) for w in W)
+        elif W[0].shape[0] != K:
+            raise ValueError("one teacher per member, or one teacher for all")
+        return lib.TeacherTask(*W, T=cfg["T"], batch=cfg["batch"], x_std=cfg["x_std"], dtype=dtype,
+                               device=device)
+    return lib.ICLTask(K=K, T=cfg["T"], d_x=cfg["d_x"], d_y=cfg["d_y"], batch=cfg["batch"],
+                       sigma_w2=cfg["sigma_w2"], sigma_x2=cfg["sigma_x2"], dtype=dtype, device=device)
+
+
+def _git_commit() -> str:
+    try:
+        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+                             check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", "lib", "tools"], cwd=ROOT,
+                               capture_output=True, text=True, check=True).stdout.strip()
+        return sha + ("+uncommitted changes in lib/ or tools/" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def _device_name(device: torch.device) -> str:
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    name = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                name = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"CPU: {name}, {torch.get_num_threads()} thread(s)"
+
+
+def run(name: str, steps: int | None, device: str, progress: bool, log_every: int) -> Path:
+    if name not in EXPERIMENTS:
+        raise SystemExit(f"unknown experiment {name!r}; choose one of {', '.join(EXPERIMENTS)}")
+    cfg = EXPERIMENTS[name]
+    steps = steps or cfg["paper_steps"]
+    device = torch.device(device)
+    dtype = torch.float32
+    out = RESULTS / name
+    out.mkdir(parents=True, exist_ok=True)
+    d_in = cfg["d"] if cfg["task"] == "teacher" else cfg["d_x"] + cfg["d_y"]
+    d_out = cfg["d"] if cfg["task"] == "teacher" else cfg["d_y"]
+    groups, started = [], time.time()
+    for i, group in enumerate(cfg["groups"]):
+        task = make_task(cfg, group, dtype, device)
+        model = lib.StackedGatedRNN(d_in, group["widths"], d_out, group["seeds"], dtype=dtype, device=device)
+        data_seeds = [1000 + s for s in group["seeds"]]
+        t0 = time.time()
+        hist = lib.train_online(model, task, steps=steps, data_seeds=data_seeds, lr=cfg["lr"],
+                                lr_min=cfg["lr_min"], weight_decay=cfg["weight_decay"],
+                                log_every=log_every, checkpoint=out / f"checkpoint-{i}.pt",
+                                checkpoint_every=max(log_every, steps // 50), progress=progress)
+        groups.append({"widths": group["widths"], "seeds": group["seeds"], "data_seeds": data_seeds,
+                       "state": {k: v.detach().cpu() for k, v in model.state_dict().items()},
+                       "history": {"step": hist["step"], "loss": hist["loss"]},
+                       "seconds": time.time() - t0, "captured": hist["captured"],
+                       "resumed_from": hist["resumed_from"]})
+        print(f"[paper] {name}: group {i + 1}/{len(cfg['groups'])} widths {group['widths']} done in "
+              f"{groups[-1]['seconds']:.0f} s; final block loss {hist['loss'][-1].tolist()}", flush=True)
+    task_info = {k: v for k, v in cfg.items() if k not in ("groups", "what", "paper_steps")}
+    if cfg["task"] == "teacher":
+        task_info["teachers"] = [w.clone() for w in lib.lsa_teachers(cfg["d"], cfg["teacher_seeds"],
+                                                                      scale=cfg["teacher_scale"])]
+    torch.save({"name": name, "task": task_info, "groups": groups, "d_in": d_in, "d_out": d_out},
+               out / "run.pt")
+    meta = {
+        "experiment": name, "what": cfg["what"], "config": {k: v for k, v in cfg.items() if k != "what"},
+        "steps": steps, "paper_steps": cfg["paper_steps"],
+        "command": "python tools/paper.py " + " ".join(shlex.quote(a) for a in sys.argv[1:]),
+        "git_commit": _git_commit(), "device": _device_name(device),
+        "versions": {"python": platform.python_version(), "torch": torch.__version__,
+                     "numpy": __import__("numpy").__version__},
+        "wall_seconds": time.time() - started, "group_seconds": [g["seconds"] for g in groups],
+        "finished_utc": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "dtype": str(dtype).replace("torch.", ""),
+    }
+    (out / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
+    _update_manifest([out / "run.pt", out / "meta.json"])
+    for i in range(len(cfg["groups"])):
+        (out / f"checkpoint-{i}.pt").unlink(missing_ok=True)
+    return out
+
+
+def _update_manifest(files) -> None:
+    path = manifest_path()
+    lines = {}
+    if path.is_file():
+        for line in path.read_text().splitlines():
+            if line.strip():
+                digest, rel = line.split(None, 1)
+                lines[rel.strip()] = digest
+    for f in files:
+        lines[f.relative_to(RESULTS).as_posix()] = sha256_of(f)
+    path.write_text("".join(f"{d}  {r}\n" for r, d in sorted(lines.items())))
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="cmd")
+    sub.add_parser("list", help="the experiments and their artefacts")
+    r = sub.add_parser("run", help="run one experiment and write its artefact")
+    r.add_argument("name")
+    r.add_argument("--steps", type=int, default=None, help="training steps (default: the paper's)")
+    r.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    r.add_argument("--progress", action="store_true", help="a tqdm bar with loss and steps/s")
+    r.add_argument("--log-every", type=int, default=1000)
+    r.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    args = parser.parse_args(argv)
+    if args.cmd == "run":
+        if args.steps is not None and args.steps < 1:
+            raise SystemExit("--steps must be a positive integer")
+        if args.threads:
+            torch.set_num_threads(args.threads)
+        print(f"[paper] wrote {run(args.name, args.steps, args.device, args.progress, args.log_every)}")
+        return 0
+    for name, cfg in EXPERIMENTS.items():
+        meta = RESULTS / name / "meta.json"
+        have = json.loads(meta.read_text()) if meta.is_file() else None
+        state = (f"artefact: {have['steps']:,} steps on {have['device']}, {have['wall_seconds'] / 60:.0f} min"
+                 if have else "no artefact yet")
+        print(f"{name:14s} {cfg['what']}\n{'':14s} paper: {cfg['paper_steps']:,} steps; {state}")
+    print("\nrun one with:  make paper EXP=NAME [ARGS=\"--steps N --progress\"]")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
