@@ -10,7 +10,7 @@ MATHJAX := .cache/mathjax/mathjax/es5/tex-mml-chtml.js
 # pip's configured extra indexes that do not exist on every machine print noise; drop it
 PIPQUIET := grep -v "is ignored: it is neither a file nor a directory" || true
 
-.PHONY: book test chapter bench setup mathjax clean list
+.PHONY: book test chapter bench paper setup mathjax clean list
 .DEFAULT_GOAL := book
 
 ## make book: venv + install, execute changed chapters with papermill, build _build/html
@@ -28,6 +28,11 @@ chapter: setup
 
 list: setup
 	$(BIN)/python tools/book.py list
+
+## make paper: list the paper-scale experiments; make paper EXP=icl ARGS="--steps N": run one
+paper: setup
+	@if [ -z "$(EXP)" ]; then $(BIN)/python tools/paper.py list; \
+	else $(BIN)/python tools/paper.py run $(EXP) --progress $(ARGS); fi
 
 ## make bench: the speed benchmarks (ratios against the reference implementations)
 bench: setup

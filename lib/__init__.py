@@ -81,7 +81,8 @@ from .gated import (
     train_adamw,
 )
 from .icl import eta_star, gd_loss, gd_predict, icl_batch, optimal_gd_loss
-from .recurrent_cells import RECURRENT_KINDS, LRULayer, RecurrentNet, glu_gating, lstm_from_attention
+from .recurrent_cells import (RECURRENT_KINDS, LRULayer, RecurrentNet, glu_gating, lru_from_gated,
+                              lstm_from_attention)
 
 __all__ = [
     "conv_ntk",
@@ -151,4 +152,5 @@ __all__ = [
     "RecurrentNet",
     "glu_gating",
     "lstm_from_attention",
+    "lru_from_gated",
 ]

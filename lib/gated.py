@@ -539,29 +539,44 @@ class StackedGatedRNN(nn.Module):
         once): gates -> recurrence -> readout, each gate a batched matrix product over all
         time steps, the recurrence time-major.
         """
-        K, B, T, _ = x.shape
+        K, B, T, d = x.shape
+        n = self.W_in_m.shape[1]
+        if last_only:
+            return self._last_step(x)
         if self.append_one:
             x = torch.cat([x, x.new_ones(K, B, T, 1)], dim=-1)
-        n = self.W_in_m.shape[1]
         # two products per gate, not one product and two slices: the backward of a slice
         # writes a zero-filled copy of the whole product, which costs more than the product
         xt = x.transpose(1, 2).reshape(K, T * B, -1)                             # rows (t, b)
         g = (torch.bmm(xt, self.W_in_m.transpose(1, 2))
              * torch.bmm(xt, self.W_in_x.transpose(1, 2))).view(K, T, B, n)
-        if last_only:
-            # h_{T-1} = sum_s lam^{T-1-s} g_s: one weighted sum, lam^k = exp(-k exp(nu))
-            lags = torch.arange(T - 1, -1, -1, device=x.device, dtype=x.dtype)
-            w = torch.exp(-torch.exp(self.nu_log)[:, None, None, :] * lags[None, :, None, None])
-            h, rows = (g * w).sum(dim=1), B                                      # (K, B, n)
-        else:
-            lam = torch.exp(-torch.exp(self.nu_log))[:, None, :]                # (K, 1, n)
-            h, rows = _DiagonalRecurrence.apply(lam, g), T * B                   # (K, T, B, n)
-        h = h.reshape(K, rows, n)
+        lam = torch.exp(-torch.exp(self.nu_log))[:, None, :]                    # (K, 1, n)
+        h = _DiagonalRecurrence.apply(lam, g).reshape(K, T * B, n)               # (K, T, B, n)
         o = torch.bmm(h, self.W_out_m.transpose(1, 2)) * torch.bmm(h, self.W_out_x.transpose(1, 2))
         y = torch.bmm(o, self.D.transpose(1, 2))
-        if last_only:
-            return y
         return y.view(K, T, B, self.d_out).transpose(1, 2)
+
+    def _last_step(self, x: torch.Tensor) -> torch.Tensor:
+        """y at the last step only, feature-major (neurons x rows), (K, B, T, d) -> (K, B, d_out).
+
+        h_{T-1} = sum_s lam^{T-1-s} g_s with lam^k = exp(-k exp(nu)) is one batched product of
+        the gates (K n, B, T) with the weights (K n, T, 1); the appended 1 enters as a bias
+        column (``baddbmm``), so no input copy is made.
+        """
+        K, B, T, d = x.shape
+        n = self.W_in_m.shape[1]
+        xT = x.reshape(K, B * T, d).transpose(1, 2)                              # (K, d, B T), rows (b, t)
+        if self.append_one:
+            zm = torch.baddbmm(self.W_in_m[:, :, d:], self.W_in_m[:, :, :d], xT)
+            zx = torch.baddbmm(self.W_in_x[:, :, d:], self.W_in_x[:, :, :d], xT)
+        else:
+            zm, zx = torch.bmm(self.W_in_m, xT), torch.bmm(self.W_in_x, xT)
+        g = (zm * zx).view(K * n, B, T)
+        lags = torch.arange(T - 1, -1, -1, device=x.device, dtype=x.dtype)
+        w = torch.exp(-torch.exp(self.nu_log)[:, :, None] * lags)                # (K, n, T)
+        h = torch.bmm(g, w.view(K * n, T, 1)).view(K, n, B)
+        o = torch.bmm(self.W_out_m, h) * torch.bmm(self.W_out_x, h)             # (K, n, B)
+        return torch.bmm(self.D, o).transpose(1, 2)                             # (K, B, d_out)
 
 
 class _DiagonalRecurrence(torch.autograd.Function):

@@ -12,6 +12,8 @@
   error is O(s^2).
 * :func:`glu_gating` -- the linear gating (W_m x) * (W_x x) as a difference of two GLUs with
   small weights (App. A.1), error O(eps^2).
+* :func:`lru_from_gated` -- two :class:`LRULayer` (GLU output) and a readout that implement a
+  gated RNN of eq. (2) to O(eps^2) (Table 3: "LRU, 2 layers").
 """
 from __future__ import annotations
 
@@ -23,7 +25,8 @@ from torch import nn
 from ._checks import as_tensor, positive_int, positive_real
 from .gated import diagonal_scan
 
-__all__ = ["LRULayer", "RecurrentNet", "lstm_from_attention", "glu_gating", "RECURRENT_KINDS"]
+__all__ = ["LRULayer", "RecurrentNet", "lstm_from_attention", "glu_gating", "lru_from_gated",
+           "RECURRENT_KINDS"]
 
 RECURRENT_KINDS = ("lstm", "gru", "lru", "lru_in_out")
 
@@ -172,3 +175,56 @@ def glu_gating(W_m, W_x, eps: float):
         return (4.0 / eps) * (torch.sigmoid(eps * (x @ W_m.T)) * wx - 0.5 * wx)
 
     return f
+
+
+def lru_from_gated(model, eps: float):
+    """Two LRU layers (GLU output) + readout R implementing the gated RNN ``model`` to O(eps^2).
+
+    Width W = max(d_x, 2|h|, 2 n_gate), inputs x~ = (x, 1) zero-padded to W.  Layer 1 has
+    lam = 0, B = C = I, no skip, so its GLU sees x~_t; its first |h| GLU units compute
+    sigmoid(eps W_in_m x~) * (W_in_x x~), the next |h| sigmoid(0) * (W_in_x x~) (App. A.1).
+    Layer 2's B = (4/eps)[I, -I] takes their difference, i.e. g_in(x~_t) (1 + O(eps^2)), and
+    its diagonal recurrence has the model's lam (real: phase 0); its GLU does the same for
+    g_out with (W_out_m, W_out_x), and R = (4/eps)[D, -D].  Returns ``(layers, R)`` (float64):
+    y = layers(x~ padded) @ R.T approximates model(x).  lam = 1 and 0 are represented as
+    exp(-exp(-50)) and exp(-exp(50)), which are 1 and 0 in float64.
+    """
+    from .gated import GatedLinearRNN
+
+    if not isinstance(model, GatedLinearRNN):
+        raise TypeError("model must be a lib.GatedLinearRNN")
+    eps = positive_real("eps", eps)
+    f64 = torch.float64
+    A, Bx = model.W_in_m.detach().double(), model.W_in_x.detach().double()
+    Om, Ox, D = model.W_out_m.detach().double(), model.W_out_x.detach().double(), model.D.detach().double()
+    lam = model.lam.detach().double()
+    n_h, d_x = A.shape
+    n_g = Om.shape[0]
+    W = max(d_x, 2 * n_h, 2 * n_g)
+    l1 = LRULayer(W, dtype=f64)
+    l2 = LRULayer(W, dtype=f64)
+    eye = torch.eye(W, dtype=f64)
+    with torch.no_grad():
+        for layer in (l1, l2):
+            for name in ("B_re", "B_im", "C_re", "C_im", "D_skip", "W_m", "W_x"):
+                getattr(layer, name).zero_()
+            layer.theta_log.fill_(-50.0)           # phase exp(-50): lam real
+            layer.gamma_log.zero_()                # gamma = 1
+            layer.C_re.copy_(eye)
+        l1.nu_log.fill_(50.0)                      # lam = 0: layer 1 passes x~_t through
+        l1.B_re.copy_(eye)
+        l1.W_m[:n_h, :d_x] = eps * A
+        l1.W_x[:n_h, :d_x] = Bx
+        l1.W_x[n_h:2 * n_h, :d_x] = Bx
+        l2.B_re[:n_h, :n_h] = (4.0 / eps) * torch.eye(n_h, dtype=f64)
+        l2.B_re[:n_h, n_h:2 * n_h] = -(4.0 / eps) * torch.eye(n_h, dtype=f64)
+        nu = torch.full((W,), 50.0, dtype=f64)
+        nu[:n_h] = torch.log(-torch.log(lam.clamp(min=1e-300))).clamp(-50.0, 50.0)
+        l2.nu_log.copy_(nu)
+        l2.W_m[:n_g, :n_h] = eps * Om
+        l2.W_x[:n_g, :n_h] = Ox
+        l2.W_x[n_g:2 * n_g, :n_h] = Ox
+    R = torch.zeros(D.shape[0], W, dtype=f64)
+    R[:, :n_g] = (4.0 / eps) * D
+    R[:, n_g:2 * n_g] = -(4.0 / eps) * D
+    return nn.Sequential(l1, l2), R

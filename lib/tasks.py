@@ -69,6 +69,11 @@ class TeacherTask:
         self.dtype, self.device = dtype, torch.device(device)
         self.W_V, self.W_K, self.W_Q = (w.to(dtype=dtype, device=self.device) for w in (W_V, W_K, W_Q))
 
+    def astype(self, dtype: torch.dtype) -> "TeacherTask":
+        """The same task drawing (and computing targets) in ``dtype``."""
+        return TeacherTask(self.W_V, self.W_K, self.W_Q, T=self.T, batch=self.batch, x_std=self.x_std,
+                           dtype=dtype, device=self.device)
+
     def teacher_output(self, x: torch.Tensor) -> torch.Tensor:
         """Causal linear self-attention of every member's teacher: (K, B, T, d) -> (K, B, T, d)."""
         K, B, T, d = x.shape
@@ -99,6 +104,11 @@ class ICLTask:
         self.sigma_x2 = positive_real("sigma_x2", sigma_x2)
         self.d_in, self.d_out = d_x + d_y, d_y
         self.dtype, self.device = dtype, torch.device(device)
+
+    def astype(self, dtype: torch.dtype) -> "ICLTask":
+        """The same task drawing in ``dtype``."""
+        return ICLTask(K=self.K, T=self.T, d_x=self.d_x, d_y=self.d_y, batch=self.batch, sigma_w2=self.sigma_w2,
+                       sigma_x2=self.sigma_x2, dtype=dtype, device=self.device)
 
     def draw(self, g: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
         """One model's batch: tokens (B, T+1, d_x + d_y) with the query's y zeroed, target (B, d_y)."""

@@ -226,7 +226,7 @@ def train_online(model: nn.Module, task, *, steps: int, data_seeds, lr: float = 
     lr_value = torch.tensor(lr, device=device) if use_graph else lr
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": weight_decay},
                              {"params": plain, "weight_decay": 0.0}], lr=lr_value,
-                            capturable=use_graph, foreach=True)
+                            capturable=use_graph, fused=True)
     if use_graph:
         torch.cuda.manual_seed(data_seeds[0])
         gens = [None] * K

@@ -161,3 +161,21 @@ def test_polynomial_tensor_evaluates_to_model_output(d, n, L, seed):
     with torch.no_grad():
         y = m(x)[:, -1]
     assert _rel(y_poly, y) <= 1e-10 and _rel(y_mono, y) <= 1e-10
+
+
+def test_two_lru_layers_implement_the_gated_rnn_to_second_order():
+    """lib.lru_from_gated: two LRULayer (GLU) + readout equal the gated RNN up to O(eps^2)."""
+    g = torch.Generator().manual_seed(4)
+    m = lib.GatedLinearRNN(3, 5, 2, seed=3)
+    x = torch.randn(2, 7, 3, generator=g)
+    with torch.no_grad():
+        y = m(x)
+        xt = torch.cat([x, torch.ones(2, 7, 1)], dim=-1)
+        errs = []
+        for eps in (4e-3, 2e-3):
+            layers, R = lib.lru_from_gated(m, eps)
+            out = layers(torch.nn.functional.pad(xt, (0, layers[0].W_m.shape[0] - 4))) @ R.T
+            errs.append(_rel(out, y))
+    assert 3.5 < errs[0] / errs[1] < 4.5, errs
+    with pytest.raises(TypeError, match="GatedLinearRNN"):
+        lib.lru_from_gated(torch.nn.Linear(2, 2), 0.1)

@@ -108,14 +108,16 @@ def _device_name(device: torch.device) -> str:
     return f"CPU: {name}, {torch.get_num_threads()} thread(s)"
 
 
-def run(name: str, steps: int | None, device: str, progress: bool, log_every: int) -> Path:
+def run(name: str, steps: int | None, device: str, progress: bool, log_every: int,
+        results: Path | None = None) -> Path:
     if name not in EXPERIMENTS:
         raise SystemExit(f"unknown experiment {name!r}; choose one of {', '.join(EXPERIMENTS)}")
     cfg = EXPERIMENTS[name]
     steps = steps or cfg["paper_steps"]
     device = torch.device(device)
     dtype = torch.float32
-    out = RESULTS / name
+    root = Path(results) if results is not None else RESULTS
+    out = root / name
     out.mkdir(parents=True, exist_ok=True)
     d_in = cfg["d"] if cfg["task"] == "teacher" else cfg["d_x"] + cfg["d_y"]
     d_out = cfg["d"] if cfg["task"] == "teacher" else cfg["d_y"]
@@ -154,14 +156,14 @@ def run(name: str, steps: int | None, device: str, progress: bool, log_every: in
         "dtype": str(dtype).replace("torch.", ""),
     }
     (out / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
-    _update_manifest([out / "run.pt", out / "meta.json"])
+    _update_manifest(root, [out / "run.pt", out / "meta.json"])
     for i in range(len(cfg["groups"])):
         (out / f"checkpoint-{i}.pt").unlink(missing_ok=True)
     return out
 
 
-def _update_manifest(files) -> None:
-    path = manifest_path()
+def _update_manifest(root: Path, files) -> None:
+    path = manifest_path(root)
     lines = {}
     if path.is_file():
         for line in path.read_text().splitlines():
@@ -169,7 +171,7 @@ def _update_manifest(files) -> None:
                 digest, rel = line.split(None, 1)
                 lines[rel.strip()] = digest
     for f in files:
-        lines[f.relative_to(RESULTS).as_posix()] = sha256_of(f)
+        lines[f.relative_to(root).as_posix()] = sha256_of(f)
     path.write_text("".join(f"{d}  {r}\n" for r, d in sorted(lines.items())))
 
 
@@ -184,13 +186,14 @@ def main(argv=None) -> int:
     r.add_argument("--progress", action="store_true", help="a tqdm bar with loss and steps/s")
     r.add_argument("--log-every", type=int, default=1000)
     r.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    r.add_argument("--results", default=None, help="results folder (default: results/ of the repository)")
     args = parser.parse_args(argv)
     if args.cmd == "run":
         if args.steps is not None and args.steps < 1:
             raise SystemExit("--steps must be a positive integer")
         if args.threads:
             torch.set_num_threads(args.threads)
-        print(f"[paper] wrote {run(args.name, args.steps, args.device, args.progress, args.log_every)}")
+        print(f"[paper] wrote {run(args.name, args.steps, args.device, args.progress, args.log_every, args.results)}")
         return 0
     for name, cfg in EXPERIMENTS.items():
         meta = RESULTS / name / "meta.json"

@@ -1,0 +1,209 @@
+"""lib.train_online, lib.StackedGatedRNN, the Part III tasks and the paper-scale artefacts."""
+import json
+import math
+import shutil
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import lib
+from lib.gated import _DiagonalRecurrence
+
+F64 = torch.float64
+
+
+def _rel(a, b):
+    return float((a - b).detach().norm() / b.detach().norm())
+
+
+def _teacher_setup(widths, seeds, teacher_seeds, T=6, batch=3, d=3):
+    W = lib.lsa_teachers(d, teacher_seeds)
+    task = lib.TeacherTask(*W, T=T, batch=batch, x_std=0.5, dtype=F64)
+    return lib.StackedGatedRNN(d, widths, d, seeds, dtype=F64), task
+
+
+@settings(max_examples=12, deadline=None)
+@given(widths=st.lists(st.integers(1, 12), min_size=1, max_size=4), T=st.integers(1, 20),
+       seed=st.integers(0, 10_000), last=st.booleans())
+def test_stacked_forward_equals_each_member(widths, T, seed, last):
+    """Member k of the stack computes exactly what the unpadded network computes (step loop)."""
+    stack = lib.StackedGatedRNN(3, widths, 2, [seed + k for k in range(len(widths))], dtype=F64)
+    x = torch.randn(len(widths), 4, T, 3, generator=torch.Generator().manual_seed(seed), dtype=F64)
+    with torch.no_grad():
+        y = stack(x, last_only=last)
+        for k in range(len(widths)):
+            ref = stack.member(k)(x[k], method="step")
+            assert _rel(y[k], ref[:, -1] if last else ref) <= 1e-10
+
+
+def test_recurrence_backward_equals_autograd_of_the_loop():
+    g = torch.Generator().manual_seed(0)
+    lam = torch.rand(2, 1, 5, generator=g, dtype=F64).requires_grad_()
+    u = torch.randn(2, 7, 3, 5, generator=g, dtype=F64).requires_grad_()
+    assert torch.autograd.gradcheck(_DiagonalRecurrence.apply, (lam, u))
+    h = _DiagonalRecurrence.apply(lam, u)
+    # the plain loop, time axis 1, through autograd
+    hs, prev = [], torch.zeros_like(u[:, 0])
+    for t in range(u.shape[1]):
+        prev = lam * prev + u[:, t]
+        hs.append(prev)
+    loop = torch.stack(hs, dim=1)
+    w = torch.randn_like(loop)
+    ga = torch.autograd.grad((h * w).sum(), (lam, u))
+    gb = torch.autograd.grad((loop * w).sum(), (lam, u))
+    assert _rel(h, loop) <= 1e-12
+    assert all(_rel(a, b) <= 1e-12 for a, b in zip(ga, gb))
+
+
+def test_stacked_training_equals_separate_runs_and_padding_stays_zero():
+    """K members trained in one stack follow their separate runs to <= 1e-12 (float64)."""
+    widths, seeds, teachers, data = [2, 5, 7], [0, 1, 2], [10, 11, 12], [20, 21, 22]
+    stack, task = _teacher_setup(widths, seeds, teachers)
+    h = lib.train_online(stack, task, steps=40, data_seeds=data, lr=1e-2, log_every=10)
+    assert h["loss"].shape == (4, 3) and h["step"].tolist() == [10, 20, 30, 40]
+    for k in range(3):
+        one, task_k = _teacher_setup([widths[k]], [seeds[k]], [teachers[k]])
+        hk = lib.train_online(one, task_k, steps=40, data_seeds=[data[k]], lr=1e-2, log_every=10)
+        for p, q in zip(stack.member(k).parameters(), one.member(0).parameters()):
+            assert float((p - q).abs().max()) <= 1e-12 * max(1.0, float(q.abs().max()))
+        assert float((h["loss"][:, k] - hk["loss"][:, 0]).abs().max()) <= 1e-12
+    w = widths[0]
+    for name in ("W_in_m", "W_in_x"):
+        assert torch.count_nonzero(getattr(stack, name)[0, w:]) == 0
+    for name in ("W_out_m", "W_out_x"):
+        P = getattr(stack, name)[0]
+        assert torch.count_nonzero(P[w:]) == 0 and torch.count_nonzero(P[:, w:]) == 0
+    assert torch.count_nonzero(stack.D[0, :, w:]) == 0
+    assert (h["loss"][-1] < h["loss"][0]).all()                 # every member learned something
+
+
+def test_icl_stack_uses_the_last_step_and_equals_separate_runs():
+    task = lib.ICLTask(K=2, T=5, d_x=2, d_y=2, batch=4, dtype=F64)
+    stack = lib.StackedGatedRNN(4, [6, 3], 2, [0, 1], dtype=F64)
+    x, y = task.sample([torch.Generator().manual_seed(s) for s in (5, 6)])
+    assert x.shape == (2, 4, 6, 4) and y.shape == (2, 4, 2)
+    assert torch.count_nonzero(x[:, :, -1, 2:]) == 0           # the query carries no y
+    h = lib.train_online(stack, task, steps=25, data_seeds=[5, 6], lr=1e-2, log_every=5)
+    one = lib.StackedGatedRNN(4, [3], 2, [1], dtype=F64)
+    h1 = lib.train_online(one, lib.ICLTask(K=1, T=5, d_x=2, d_y=2, batch=4, dtype=F64), steps=25,
+                          data_seeds=[6], lr=1e-2, log_every=5)
+    assert float((h["loss"][:, 1] - h1["loss"][:, 0]).abs().max()) <= 1e-12
+
+
+def test_module_stack_trains_recurrent_nets():
+    nets = [lib.RecurrentNet(kind, 4, 5, 2, seed=k, dtype=F64) for k, kind in enumerate(("gru", "lru_in_out"))]
+    stack = lib.ModuleStack(nets)
+    task = lib.ICLTask(K=2, T=4, d_x=2, d_y=2, batch=4, dtype=F64)
+    h = lib.train_online(stack, task, steps=20, data_seeds=[1, 2], lr=1e-2, log_every=10)
+    assert h["loss"].shape == (2, 2) and torch.isfinite(h["loss"]).all()
+
+
+def test_interrupted_run_resumes_bit_identical(tmp_path):
+    def fresh():
+        return _teacher_setup([4, 6], [3, 4], [30, 31])
+
+    full, task = fresh()
+    ref = lib.train_online(full, task, steps=30, data_seeds=[1, 2], lr=1e-2, log_every=5)
+
+    model, task = fresh()
+    ckpt = tmp_path / "ckpt.pt"
+
+    def interrupt(step, losses):
+        if step == 20:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        lib.train_online(model, task, steps=30, data_seeds=[1, 2], lr=1e-2, log_every=5, checkpoint=ckpt,
+                         checkpoint_every=10, on_log=interrupt)
+    assert torch.load(ckpt, weights_only=False)["step"] == 10   # the step-20 save never happened
+    model, task = fresh()                                        # a new process: fresh weights
+    out = lib.train_online(model, task, steps=30, data_seeds=[1, 2], lr=1e-2, log_every=5, checkpoint=ckpt,
+                           checkpoint_every=10)
+    assert out["resumed_from"] == 10
+    for p, q in zip(model.parameters(), full.parameters()):
+        assert torch.equal(p, q)
+    assert torch.equal(out["loss"], ref["loss"]) and torch.equal(out["step"], ref["step"])
+    with pytest.raises(ValueError, match="other settings"):
+        lib.train_online(model, task, steps=31, data_seeds=[1, 2], lr=1e-2, log_every=5, checkpoint=ckpt)
+
+
+def test_cosine_schedule_matches_torch():
+    p = torch.nn.Parameter(torch.zeros(1))
+    opt = torch.optim.SGD([p], lr=1e-3)
+    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=50, eta_min=1e-6)
+    for step in range(1, 51):
+        assert math.isclose(opt.param_groups[0]["lr"], lib.cosine_lr(step, 50, 1e-3, 1e-6), rel_tol=1e-9)
+        opt.step()
+        sched.step()
+
+
+def test_bad_input():
+    stack, task = _teacher_setup([2, 3], [0, 1], [5, 6])
+    with pytest.raises(ValueError, match="data_seeds"):
+        lib.train_online(stack, task, steps=2, data_seeds=[1])
+    with pytest.raises(ValueError, match="steps"):
+        lib.train_online(stack, task, steps=0, data_seeds=[1, 2])
+    with pytest.raises(ValueError, match="lr_min"):
+        lib.train_online(stack, task, steps=2, data_seeds=[1, 2], lr=1e-4, lr_min=1e-3)
+    with pytest.raises(ValueError, match="weight_decay"):
+        lib.train_online(stack, task, steps=2, data_seeds=[1, 2], weight_decay=-1.0)
+    three, _ = _teacher_setup([2, 3, 4], [0, 1, 2], [5, 6, 7])
+    with pytest.raises(ValueError, match="members"):
+        lib.train_online(three, task, steps=2, data_seeds=[1, 2, 3])
+    with pytest.raises(ValueError, match="dtype"):
+        f32 = lib.StackedGatedRNN(3, [2, 3], 3, [0, 1], dtype=torch.float32)
+        lib.train_online(f32, task, steps=2, data_seeds=[1, 2])
+    with pytest.raises(TypeError, match="stack"):
+        lib.train_online(lib.GatedLinearRNN(3, 2, 3), task, steps=2, data_seeds=[1, 2])
+    with pytest.raises(ValueError, match="widths and seeds"):
+        lib.StackedGatedRNN(3, [2, 3], 3, [0])
+    with pytest.raises(ValueError, match="x_std"):
+        lib.TeacherTask(*lib.lsa_teachers(2, [0]), T=3, batch=2, x_std=0.0)
+    with pytest.raises(ValueError, match="batch"):
+        lib.ICLTask(K=1, T=3, d_x=2, d_y=2, batch=0)
+
+
+def test_artefact_checksums_are_verified(tmp_path):
+    """A run written by tools/paper.py loads back; a changed byte or a missing file is an error."""
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
+    import paper
+
+    root = tmp_path / "results"
+    paper.RESULTS = root
+    import lib.artefacts as art
+    old = art.RESULTS
+    art.RESULTS = root
+    try:
+        paper.EXPERIMENTS["_tiny"] = dict(what="test", task="icl", T=3, d_x=1, d_y=1, batch=2, sigma_w2=1.0,
+                                          sigma_x2=1.0, groups=[dict(widths=[2, 3], seeds=[0, 1])],
+                                          paper_steps=4, lr=1e-3, lr_min=1e-6, weight_decay=1e-4)
+        paper.run("_tiny", None, "cpu", False, 2, root)
+        run = lib.load_run("_tiny", root)
+        meta = run["meta"]
+        assert meta["steps"] == 4 and meta["experiment"] == "_tiny" and "git_commit" in meta
+        assert [m.W_in_m.shape[0] for m in run["groups"][0]["members"]] == [2, 3]
+        assert not list((root / "_tiny").glob("checkpoint-*"))
+        f = root / "_tiny" / "meta.json"
+        f.write_text(json.dumps({**meta, "steps": 5}))
+        with pytest.raises(ValueError, match="checksum mismatch"):
+            lib.load_run("_tiny", root)
+        shutil.rmtree(root / "_tiny")
+        with pytest.raises(FileNotFoundError, match="make paper EXP=_tiny"):
+            lib.load_run("_tiny", root)
+    finally:
+        paper.EXPERIMENTS.pop("_tiny", None)
+        art.RESULTS = old
+
+
+@pytest.mark.parametrize("name", ["teacher", "teacher_width", "icl", "icl_width"])
+def test_committed_artefacts_load(name):
+    """Every paper-scale artefact in the repository matches its checksum and its configuration."""
+    run = lib.load_run(name)
+    meta = run["meta"]
+    assert meta["experiment"] == name and meta["steps"] >= 1 and meta["paper_steps"] >= meta["steps"]
+    for g, cfg in zip(run["groups"], meta["config"]["groups"]):
+        assert g["widths"] == cfg["widths"] and int(g["history"]["step"][-1]) == meta["steps"]
