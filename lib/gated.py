@@ -559,9 +559,10 @@ class StackedGatedRNN(nn.Module):
     def _last_step(self, x: torch.Tensor) -> torch.Tensor:
         """y at the last step only, feature-major (neurons x rows), (K, B, T, d) -> (K, B, d_out).
 
-        h_{T-1} = sum_s lam^{T-1-s} g_s with lam^k = exp(-k exp(nu)) is one batched product of
-        the gates (K n, B, T) with the weights (K n, T, 1); the appended 1 enters as a bias
-        column (``baddbmm``), so no input copy is made.
+        h_{T-1} = sum_s lam^{T-1-s} g_s with lam^k = exp(-k exp(nu)): one weighted sum of the
+        gates over time (a broadcast product, not T-long matrix-vector products, whose backward
+        is a batch of outer products); the appended 1 enters as a bias column (``baddbmm``), so
+        no input copy is made.
         """
         K, B, T, d = x.shape
         n = self.W_in_m.shape[1]
@@ -571,10 +572,10 @@ class StackedGatedRNN(nn.Module):
             zx = torch.baddbmm(self.W_in_x[:, :, d:], self.W_in_x[:, :, :d], xT)
         else:
             zm, zx = torch.bmm(self.W_in_m, xT), torch.bmm(self.W_in_x, xT)
-        g = (zm * zx).view(K * n, B, T)
+        g = (zm * zx).view(K, n, B, T)
         lags = torch.arange(T - 1, -1, -1, device=x.device, dtype=x.dtype)
         w = torch.exp(-torch.exp(self.nu_log)[:, :, None] * lags)                # (K, n, T)
-        h = torch.bmm(g, w.view(K * n, T, 1)).view(K, n, B)
+        h = (g * w[:, :, None, :]).sum(dim=-1)                                   # (K, n, B)
         o = torch.bmm(self.W_out_m, h) * torch.bmm(self.W_out_x, h)             # (K, n, B)
         return torch.bmm(self.D, o).transpose(1, 2)                             # (K, B, d_out)
 

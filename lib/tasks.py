@@ -114,10 +114,13 @@ class ICLTask:
         """One model's batch: tokens (B, T+1, d_x + d_y) with the query's y zeroed, target (B, d_y)."""
         B, T, d_x, d_y = self.batch, self.T, self.d_x, self.d_y
         opts = dict(generator=g, dtype=self.dtype, device=self.device)
-        x = (2 * torch.rand(B, T + 1, d_x, **opts) - 1) * math.sqrt(3 * self.sigma_x2)
-        W = torch.randn(B, d_y, d_x, **opts) * math.sqrt(self.sigma_w2)
+        a = math.sqrt(3 * self.sigma_x2)
+        tokens = torch.empty(B, T + 1, d_x + d_y, dtype=self.dtype, device=self.device)
+        x = tokens[..., :d_x]
+        x.uniform_(-a, a, generator=g)                                 # x ~ U(-a, a), variance sigma_x^2
+        W = torch.randn(B, d_y, d_x, **opts).mul_(math.sqrt(self.sigma_w2))
         y = torch.bmm(x, W.transpose(1, 2))                            # (B, T+1, d_y)
-        tokens = torch.cat([x, y], dim=-1)
+        tokens[..., d_x:] = y
         tokens[:, T, d_x:] = 0.0
         return tokens, y[:, T]
 

@@ -255,7 +255,7 @@ def train_online(model: nn.Module, task, *, steps: int, data_seeds, lr: float = 
     def one_step():
         x, y = task.sample(gens)
         losses = _member_losses(model(x, last_only=task.last_only), y)
-        opt.zero_grad(set_to_none=False)
+        opt.zero_grad(set_to_none=not use_graph)       # a captured graph needs static gradients
         losses.sum().backward()
         opt.step()
         return losses.detach()

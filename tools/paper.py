@@ -94,6 +94,14 @@ def _git_commit() -> str:
         return "unknown"
 
 
+def _code_digest() -> str:
+    """SHA-256 over lib/*.py, lib/*.c and tools/paper.py (names and contents), as they are now."""
+    h = hashlib.sha256()
+    for f in sorted([*(ROOT / "lib").glob("*.py"), *(ROOT / "lib").glob("*.c"), ROOT / "tools" / "paper.py"]):
+        h.update(f.relative_to(ROOT).as_posix().encode() + b"\0" + f.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
 def _device_name(device: torch.device) -> str:
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
@@ -113,6 +121,7 @@ def run(name: str, steps: int | None, device: str, progress: bool, log_every: in
     if name not in EXPERIMENTS:
         raise SystemExit(f"unknown experiment {name!r}; choose one of {', '.join(EXPERIMENTS)}")
     cfg = EXPERIMENTS[name]
+    commit, code = _git_commit(), _code_digest()     # the code this run executes, taken before it runs
     steps = steps or cfg["paper_steps"]
     device = torch.device(device)
     dtype = torch.float32
@@ -148,7 +157,7 @@ def run(name: str, steps: int | None, device: str, progress: bool, log_every: in
         "experiment": name, "what": cfg["what"], "config": {k: v for k, v in cfg.items() if k != "what"},
         "steps": steps, "paper_steps": cfg["paper_steps"],
         "command": "python tools/paper.py " + " ".join(shlex.quote(a) for a in sys.argv[1:]),
-        "git_commit": _git_commit(), "device": _device_name(device),
+        "git_commit": commit, "code_sha256": code, "device": _device_name(device),
         "versions": {"python": platform.python_version(), "torch": torch.__version__,
                      "numpy": __import__("numpy").__version__},
         "wall_seconds": time.time() - started, "group_seconds": [g["seconds"] for g in groups],
