@@ -461,10 +461,12 @@ class StackedGatedRNN(nn.Module):
     (K, B, T, d_out), or (K, B, d_out) with ``last_only=True`` (the readout of the last step
     alone, what in-context regression needs).
 
-    The diagonal recurrence h_t = sum_{s <= t} lam^{t-s} g_s is evaluated as one batched
-    product with the (T, T) matrices L_n[t, s] = exp(-(t-s) exp(nu_n)) (s <= t), i.e.
-    lam_n^{t-s} computed from nu directly; with ``last_only`` only the last row of L is used.
-    The reference is the member networks' own forward (:meth:`member`).
+    Every step read: the gates are batched products over all (t, b) rows and the diagonal
+    recurrence runs in place over time with a hand-written backward (:class:`_DiagonalRecurrence`).
+    ``last_only``: h_{T-1} = sum_s lam^{T-1-s} g_s is one weighted sum with
+    lam^k = exp(-k exp(nu)) (:meth:`_last_step`).  The reference is the member networks' own
+    forward (:meth:`member`); derivation of the model in Chapter 10, its training in
+    Chapters 11-12.
     """
 
     def __init__(self, d_in: int, widths, d_out: int, seeds, *, append_one: bool = True,

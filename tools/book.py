@@ -93,7 +93,8 @@ DIGEST_PACKAGES = ("torch", "numpy", "scipy", "sympy", "matplotlib")
 
 
 def lib_digest() -> str:
-    """SHA-256 of every file of lib/ and of the Python and key package versions."""
+    """SHA-256 of every file of lib/, of the stored runs' manifest and of the Python and key
+    package versions."""
     from importlib.metadata import PackageNotFoundError, version
 
     h = hashlib.sha256(platform.python_version().encode())
@@ -105,6 +106,9 @@ def lib_digest() -> str:
     for f in sorted(p for p in (ROOT / "lib").rglob("*") if p.suffix in (".py", ".c")):
         h.update(str(f.relative_to(ROOT)).encode())
         h.update(f.read_bytes())
+    manifest = ROOT / "results" / "MANIFEST.sha256"     # the stored paper-scale runs the chapters read
+    if manifest.is_file():
+        h.update(manifest.read_bytes())
     return h.hexdigest()
 
 
