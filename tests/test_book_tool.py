@@ -81,3 +81,18 @@ def test_values_are_read_like_papermill():
     assert book.parse_value("0.5") == 0.5
     assert book.parse_value("paper") == "paper"
     assert book.parse_value("[1, 2]") == [1, 2]
+
+
+def test_chapters_that_read_stored_runs_are_re_executed_when_a_run_changes(tmp_path, monkeypatch):
+    """The input digest of a chapter that calls load_run covers results/MANIFEST.sha256; the
+    digest of every other chapter does not."""
+    manifest = tmp_path / "MANIFEST.sha256"
+    monkeypatch.setattr(book, "RUNS_MANIFEST", manifest)
+    reader, other = tmp_path / "11_reader.md", tmp_path / "01_other.md"
+    reader.write_text("run = lib.load_run('icl')\n")
+    other.write_text("x = 1\n")
+    manifest.write_text("aaaa  icl/run.pt\n")
+    before = book.input_digest(reader, "lib"), book.input_digest(other, "lib")
+    manifest.write_text("bbbb  icl/run.pt\n")
+    after = book.input_digest(reader, "lib"), book.input_digest(other, "lib")
+    assert before[0] != after[0] and before[1] == after[1]

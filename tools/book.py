@@ -93,8 +93,7 @@ DIGEST_PACKAGES = ("torch", "numpy", "scipy", "sympy", "matplotlib")
 
 
 def lib_digest() -> str:
-    """SHA-256 of every file of lib/, of the stored runs' manifest and of the Python and key
-    package versions."""
+    """SHA-256 of every file of lib/ and of the Python and key package versions."""
     from importlib.metadata import PackageNotFoundError, version
 
     h = hashlib.sha256(platform.python_version().encode())
@@ -106,9 +105,6 @@ def lib_digest() -> str:
     for f in sorted(p for p in (ROOT / "lib").rglob("*") if p.suffix in (".py", ".c")):
         h.update(str(f.relative_to(ROOT)).encode())
         h.update(f.read_bytes())
-    manifest = ROOT / "results" / "MANIFEST.sha256"     # the stored paper-scale runs the chapters read
-    if manifest.is_file():
-        h.update(manifest.read_bytes())
     return h.hexdigest()
 
 
@@ -118,9 +114,15 @@ def read_timings() -> dict:
     return {}
 
 
+RUNS_MANIFEST = ROOT / "results" / "MANIFEST.sha256"
+
+
 def input_digest(src: Path, lib_hash: str) -> str:
-    h = hashlib.sha256(src.read_bytes())
+    text = src.read_bytes()
+    h = hashlib.sha256(text)
     h.update(lib_hash.encode())
+    if b"load_run" in text and RUNS_MANIFEST.is_file():   # a chapter that reads the stored runs
+        h.update(RUNS_MANIFEST.read_bytes())
     if src.stem in TIMING_READERS:
         others = {k: v for k, v in read_timings().items() if k not in TIMING_READERS}
         h.update(json.dumps(others, sort_keys=True).encode())
