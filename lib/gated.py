@@ -568,16 +568,16 @@ class StackedGatedRNN(nn.Module):
         """
         K, B, T, d = x.shape
         n = self.W_in_m.shape[1]
-        xT = x.reshape(K, B * T, d).transpose(1, 2)                              # (K, d, B T), rows (b, t)
+        xT = x.permute(0, 3, 2, 1).reshape(K, d, T * B)                          # (K, d, T B), columns (t, b)
         if self.append_one:
             zm = torch.baddbmm(self.W_in_m[:, :, d:], self.W_in_m[:, :, :d], xT)
             zx = torch.baddbmm(self.W_in_x[:, :, d:], self.W_in_x[:, :, :d], xT)
         else:
             zm, zx = torch.bmm(self.W_in_m, xT), torch.bmm(self.W_in_x, xT)
-        g = (zm * zx).view(K, n, B, T)
+        g = (zm * zx).view(K, n, T, B)                                           # rows of B contiguous
         lags = torch.arange(T - 1, -1, -1, device=x.device, dtype=x.dtype)
         w = torch.exp(-torch.exp(self.nu_log)[:, :, None] * lags)                # (K, n, T)
-        h = (g * w[:, :, None, :]).sum(dim=-1)                                   # (K, n, B)
+        h = (g * w[..., None]).sum(dim=2)                                        # (K, n, B)
         o = torch.bmm(self.W_out_m, h) * torch.bmm(self.W_out_x, h)             # (K, n, B)
         return torch.bmm(self.D, o).transpose(1, 2)                             # (K, B, d_out)
 
