@@ -7,11 +7,12 @@ re-evaluated on CPU.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 
 import torch
+
+from .data import sha256 as sha256_of
 
 __all__ = ["load_run", "RESULTS", "sha256_of", "manifest_path"]
 
@@ -20,14 +21,6 @@ RESULTS = Path(__file__).resolve().parent.parent / "results"
 
 def manifest_path(root: Path | None = None) -> Path:
     return (root or RESULTS) / "MANIFEST.sha256"
-
-
-def sha256_of(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def load_run(name: str, root: str | Path | None = None) -> dict:
