@@ -57,6 +57,17 @@ def diagonal_scan(lam: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
     return h.transpose(0, 1)
 
 
+def diagonal_recurrence(lam: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+    """h_t = lam * h_{t-1} + u_t (h_{-1} = 0), (B, T, n) -> (B, T, n), real or complex.
+
+    The sequential recurrence with a hand-written backward (:class:`_DiagonalRecurrence`):
+    T - 1 fused multiply-adds forward and backward and no autograd graph over time, which on a
+    CPU is several times faster to differentiate than :func:`diagonal_scan` for short T.
+    """
+    g = u.transpose(0, 1)[None]                                  # (1, T, B, n), time-major
+    return _DiagonalRecurrence.apply(lam.reshape(1, 1, -1), g.contiguous())[0].transpose(0, 1)
+
+
 def diagonal_scan_reference(lam: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
     """The plain loop h_t = lam * h_{t-1} + u_t, (B, T, n) -> (B, T, n)."""
     h = torch.zeros_like(u[:, 0])
@@ -586,9 +597,10 @@ class _DiagonalRecurrence(torch.autograd.Function):
     """h_t = lam * h_{t-1} + g_t over axis 1 of g (K, T, B, n), lam (K, 1, n), in place.
 
     Forward: T - 1 fused multiply-adds on (K, B, n) slices.  Backward: the adjoint recurrence
-    a_t = dL/dh_t + lam * a_{t+1} (reverse time) gives dL/dg_t = a_t and
-    dL/dlam = sum_{t >= 1} a_t * h_{t-1}.  Same T K B n work as the forward, no graph of T
-    nodes; checked against autograd through the plain loop in the tests.
+    a_t = dL/dh_t + conj(lam) * a_{t+1} (reverse time) gives dL/dg_t = a_t and
+    dL/dlam = sum_{t >= 1} a_t * conj(h_{t-1}).  Same T K B n work as the forward, no graph of
+    T nodes; real or complex (torch's conjugate-Wirtinger convention; conj is a no-op for real
+    tensors); checked against autograd through the plain loop in the tests.
     """
 
     @staticmethod
@@ -603,7 +615,9 @@ class _DiagonalRecurrence(torch.autograd.Function):
     def backward(ctx, grad_h):
         lam, h = ctx.saved_tensors
         a = grad_h.clone()
+        lam_c = lam.conj()
         for t in range(a.shape[1] - 2, -1, -1):
-            a[:, t].addcmul_(a[:, t + 1], lam)
-        grad_lam = (a[:, 1:] * h[:, :-1]).sum(dim=(1, 2))[:, None, :] if ctx.needs_input_grad[0] else None
+            a[:, t].addcmul_(a[:, t + 1], lam_c)
+        grad_lam = ((a[:, 1:] * h[:, :-1].conj()).sum(dim=(1, 2))[:, None, :]
+                    if ctx.needs_input_grad[0] else None)
         return grad_lam, a

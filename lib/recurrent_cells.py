@@ -4,8 +4,9 @@
   complex diagonal recurrence h_t = lam * h_{t-1} + gamma * (B u_t), lam = exp(-exp(nu) +
   i exp(theta)), gamma = exp(gamma_log); output y~_t = Re(C h_t) + D * u_t and a GLU
   y_t = sigmoid(W_m y~_t) * (W_x y~_t).  ``input_gate=True`` adds the GLU on the input
-  (the paper's "LRU In+Out").
-* :class:`RecurrentNet` -- embedding, 1-2 recurrent layers (LSTM / GRU / LRU / LRU In+Out,
+  (the paper's "LRU In+Out"); ``skip_gate=True`` with it feeds the layer's input u_t instead of
+  y~_t to the GLU's sigmoid branch (the paper's "LRU In+Skip", App. A.1).
+* :class:`RecurrentNet` -- embedding, 1-2 recurrent layers (LSTM / GRU / LRU / LRU In+Out / In+Skip,
   torch.nn.LSTM and torch.nn.GRU for the first two), linear readout: the architectures of Fig. 4.
 * :func:`lstm_from_attention` -- one torch.nn.LSTM layer plus a readout that implements a linear
   self-attention layer (Table 4, left) with every sigmoid and tanh linearised at scale s; the
@@ -23,12 +24,12 @@ import torch
 from torch import nn
 
 from ._checks import as_tensor, positive_int, positive_real
-from .gated import diagonal_scan
+from .gated import diagonal_recurrence
 
 __all__ = ["LRULayer", "RecurrentNet", "lstm_from_attention", "glu_gating", "lru_from_gated",
            "RECURRENT_KINDS"]
 
-RECURRENT_KINDS = ("lstm", "gru", "lru", "lru_in_out")
+RECURRENT_KINDS = ("lstm", "gru", "lru", "lru_in_out", "lru_in_skip")
 
 
 class LRULayer(nn.Module):
@@ -37,15 +38,19 @@ class LRULayer(nn.Module):
     Args:
         width: input/output dimension; n_state: complex hidden units (default ``width``).
         input_gate: add the input GLU (LRU In+Out).
+        skip_gate: the output GLU's sigmoid branch reads the layer input u_t instead of y~_t
+            (LRU In+Skip; needs ``input_gate``).
         r_min, r_max, max_phase: ring initialisation of lam (Orvieto et al. 2023).
     """
 
     def __init__(self, width: int, n_state: int | None = None, *, input_gate: bool = False,
-                 r_min: float = 0.0, r_max: float = 0.99, max_phase: float = math.pi,
+                 skip_gate: bool = False, r_min: float = 0.0, r_max: float = 0.99, max_phase: float = math.pi,
                  seed: int = 0, dtype: torch.dtype = torch.float32):
         super().__init__()
         width = positive_int("width", width)
         n_state = width if n_state is None else positive_int("n_state", n_state)
+        if skip_gate and not input_gate:
+            raise ValueError("skip_gate=True needs input_gate=True (the LRU In+Skip layer)")
         if not 0.0 <= r_min < r_max < 1.0:
             raise ValueError(f"need 0 <= r_min < r_max < 1, got r_min={r_min}, r_max={r_max}")
         g = torch.Generator().manual_seed(seed)
@@ -70,6 +75,7 @@ class LRULayer(nn.Module):
         self.W_m = nn.Parameter(gauss(width, width, 1 / width))
         self.W_x = nn.Parameter(gauss(width, width, 1 / width))
         self.input_gate = bool(input_gate)
+        self.skip_gate = bool(skip_gate)
         if input_gate:
             self.Wi_m = nn.Parameter(gauss(width, width, 1 / width))
             self.Wi_x = nn.Parameter(gauss(width, width, 1 / width))
@@ -79,19 +85,21 @@ class LRULayer(nn.Module):
         return torch.exp(torch.complex(-torch.exp(self.nu_log), torch.exp(self.theta_log)))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        u = x
         if self.input_gate:
             x = torch.sigmoid(x @ self.Wi_m.T) * (x @ self.Wi_x.T)
         Bu = torch.complex(x @ self.B_re.T, x @ self.B_im.T) * torch.exp(self.gamma_log)
-        h = diagonal_scan(self.lam, Bu)
+        h = diagonal_recurrence(self.lam, Bu)
         y = h.real @ self.C_re.T - h.imag @ self.C_im.T + self.D_skip * x
-        return torch.sigmoid(y @ self.W_m.T) * (y @ self.W_x.T)
+        return torch.sigmoid((u if self.skip_gate else y) @ self.W_m.T) * (y @ self.W_x.T)
 
 
 class RecurrentNet(nn.Module):
     """Linear embedding -> ``layers`` recurrent layers of ``kind`` -> linear readout (Fig. 4).
 
-    kind: "lstm" | "gru" (torch.nn.LSTM / torch.nn.GRU), "lru" (GLU output only) or
-    "lru_in_out" (GLU on input and output).  (B, T, d_in) -> (B, T, d_out).
+    kind: "lstm" | "gru" (torch.nn.LSTM / torch.nn.GRU), "lru" (GLU output only),
+    "lru_in_out" (GLU on input and output) or "lru_in_skip" (input GLU; the output GLU's
+    sigmoid branch reads the layer input).  (B, T, d_in) -> (B, T, d_out).
     """
 
     def __init__(self, kind: str, d_in: int, width: int, d_out: int, layers: int = 1, *,
@@ -102,14 +110,15 @@ class RecurrentNet(nn.Module):
         d_in, width, d_out = (positive_int(n, v) for n, v in (("d_in", d_in), ("width", width), ("d_out", d_out)))
         layers = positive_int("layers", layers)
         torch.manual_seed(seed)  # nn.Linear / nn.LSTM initialisers draw from the global generator
-        self.kind = kind
+        self.kind, self.layers, self.width = kind, layers, width
         self.embed = nn.Linear(d_in, width, dtype=dtype)
         if kind == "lstm":
             self.core = nn.LSTM(width, width, num_layers=layers, batch_first=True, dtype=dtype)
         elif kind == "gru":
             self.core = nn.GRU(width, width, num_layers=layers, batch_first=True, dtype=dtype)
         else:
-            self.core = nn.Sequential(*[LRULayer(width, input_gate=(kind == "lru_in_out"),
+            self.core = nn.Sequential(*[LRULayer(width, input_gate=kind in ("lru_in_out", "lru_in_skip"),
+                                                 skip_gate=kind == "lru_in_skip",
                                                  seed=seed * 100 + k, dtype=dtype)
                                         for k in range(layers)])
         self.readout = nn.Linear(width, d_out, dtype=dtype)

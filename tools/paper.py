@@ -4,8 +4,10 @@
     python tools/paper.py run NAME [--steps N] [--device cuda] [--progress]
                                                      (make paper EXP=NAME ARGS="--steps N")
 
-Each experiment trains one or more stacks of gated RNNs (``lib.StackedGatedRNN``, trained by
-``lib.train_online``) with the settings of Zucchet et al. (2023), App. B.1 / C.1, and writes
+Each experiment trains one or more stacks of networks with ``lib.train_online`` -- gated RNNs
+(``lib.StackedGatedRNN``) or, for the architecture comparison, ``lib.RecurrentNet`` members
+(LSTM, GRU, LRU variants) in a ``lib.ModuleStack`` -- with the settings of Zucchet et al.
+(2023), App. B.1 / C.1, and writes
 
     results/NAME/run.pt      trained weights (one state dict per stack), loss histories, and
                              everything needed to re-evaluate a model without re-training it
@@ -40,7 +42,18 @@ import torch  # noqa: E402
 import lib  # noqa: E402
 from lib.artefacts import RESULTS, manifest_path, sha256_of  # noqa: E402
 
-# one stack per group; widths within a group are zero-padded to the group's largest
+# one stack per group; widths within a gated group are zero-padded to the group's largest.
+# A group's "kind" is "gated" (default) or a lib.RECURRENT_KINDS entry with "layers".
+# Architecture comparison (Figs. 4, 5): every architecture at widths 16, 32, 64 (seed a) and a
+# second seed at width 32; member j of every group sees the same data stream (data seed 1000 + j
+# in every group), so architectures are compared on identical training data.
+ARCHS = [dict(kind="gated", layers=1), dict(kind="lru", layers=1), dict(kind="lru", layers=2),
+         dict(kind="lru_in_out", layers=1), dict(kind="lru_in_out", layers=2),
+         dict(kind="lru_in_skip", layers=1), dict(kind="lstm", layers=1), dict(kind="lstm", layers=2),
+         dict(kind="gru", layers=1), dict(kind="gru", layers=2)]
+ARCH_WIDTHS, ARCH_SEEDS = [16, 32, 64, 32], [1, 2, 3, 4]
+ARCH_GROUPS = [dict(**a, widths=ARCH_WIDTHS, seeds=[100 * i + s for s in ARCH_SEEDS], data_seeds=[1000 + s for s in ARCH_SEEDS])
+               for i, a in enumerate(ARCHS)]
 EXPERIMENTS = {
     "teacher": dict(
         what="Table 1, Fig. 2: students of 100 neurons on three d = 4 attention teachers",
@@ -65,7 +78,24 @@ EXPERIMENTS = {
         groups=[dict(widths=[2, 4, 6, 8, 12, 16], seeds=[31, 32, 33, 34, 35, 36]),
                 dict(widths=[24, 32, 48], seeds=[37, 38, 39]), dict(widths=[64], seeds=[40])],
         paper_steps=300_000, lr=1e-3, lr_min=1e-6, weight_decay=1e-4),
+    "arch_teacher": dict(
+        what="Figs. 4A, 5: gated RNN, LRU (Out, In+Out, In+Skip), LSTM, GRU at 1-2 layers on one d = 6 teacher",
+        task="teacher", d=6, T=32, batch=64, x_std=0.5, teacher_scale=1.0, teacher_seeds=[201],
+        groups=ARCH_GROUPS, paper_steps=781_250, lr=1e-3, lr_min=1e-6, weight_decay=1e-4),
+    "arch_icl": dict(
+        what="Figs. 4B, 5: gated RNN, LRU (Out, In+Out, In+Skip), LSTM, GRU at 1-2 layers on in-context regression",
+        task="icl", T=12, d_x=3, d_y=3, batch=64, sigma_w2=1 / 3, sigma_x2=1.0,
+        groups=ARCH_GROUPS, paper_steps=300_000, lr=1e-3, lr_min=1e-6, weight_decay=1e-4),
 }
+
+
+def make_model(group: dict, d_in: int, d_out: int, dtype, device):
+    """The stack of one group: a StackedGatedRNN, or a ModuleStack of RecurrentNet members."""
+    kind = group.get("kind", "gated")
+    if kind == "gated":
+        return lib.StackedGatedRNN(d_in, group["widths"], d_out, group["seeds"], dtype=dtype, device=device)
+    return lib.ModuleStack([lib.RecurrentNet(kind, d_in, w, d_out, layers=group["layers"], seed=s, dtype=dtype)
+                            for w, s in zip(group["widths"], group["seeds"])]).to(device)
 
 
 def make_task(cfg: dict, group: dict, dtype, device):
@@ -133,19 +163,21 @@ def run(name: str, steps: int | None, device: str, progress: bool, log_every: in
     groups, started = [], time.time()
     for i, group in enumerate(cfg["groups"]):
         task = make_task(cfg, group, dtype, device)
-        model = lib.StackedGatedRNN(d_in, group["widths"], d_out, group["seeds"], dtype=dtype, device=device)
-        data_seeds = [1000 + s for s in group["seeds"]]
+        model = make_model(group, d_in, d_out, dtype, device)
+        data_seeds = group.get("data_seeds", [1000 + s for s in group["seeds"]])
         t0 = time.time()
         hist = lib.train_online(model, task, steps=steps, data_seeds=data_seeds, lr=cfg["lr"],
                                 lr_min=cfg["lr_min"], weight_decay=cfg["weight_decay"],
                                 log_every=log_every, checkpoint=out / f"checkpoint-{i}.pt",
                                 checkpoint_every=max(log_every, steps // 50), progress=progress)
-        groups.append({"widths": group["widths"], "seeds": group["seeds"], "data_seeds": data_seeds,
+        groups.append({"kind": group.get("kind", "gated"), "layers": group.get("layers", 1),
+                       "widths": group["widths"], "seeds": group["seeds"], "data_seeds": data_seeds,
                        "state": {k: v.detach().cpu() for k, v in model.state_dict().items()},
                        "history": {"step": hist["step"], "loss": hist["loss"]},
                        "seconds": time.time() - t0, "captured": hist["captured"],
                        "resumed_from": hist["resumed_from"]})
-        print(f"[paper] {name}: group {i + 1}/{len(cfg['groups'])} widths {group['widths']} done in "
+        print(f"[paper] {name}: group {i + 1}/{len(cfg['groups'])} {group.get('kind', 'gated')} x"
+              f"{group.get('layers', 1)}, widths {group['widths']} done in "
               f"{groups[-1]['seconds']:.0f} s; final block loss {hist['loss'][-1].tolist()}", flush=True)
     task_info = {k: v for k, v in cfg.items() if k not in ("groups", "what", "paper_steps")}
     if cfg["task"] == "teacher":
