@@ -31,6 +31,7 @@ def test_every_chapter_executes_without_errors(executed):
         errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
                   if o.get("output_type") == "error"]
         assert errors == [], f"{src.stem}: error output in the executed notebook"
+        assert book.incomplete_cells(src.with_suffix(".ipynb")) == [], f"{src.stem}: cells that never ran"
         assert nb.metadata["papermill"]["exception"] in (None, False), src.stem
 
 

@@ -96,3 +96,110 @@ def test_chapters_that_read_stored_runs_are_re_executed_when_a_run_changes(tmp_p
     manifest.write_text("bbbb  icl/run.pt\n")
     after = book.input_digest(reader, "lib"), book.input_digest(other, "lib")
     assert before[0] != after[0] and before[1] == after[1]
+
+
+_DRIVER = r'''
+import os, sys
+from pathlib import Path
+sys.path.insert(0, sys.argv[1])
+import book
+tmp = Path(sys.argv[2])
+book.BOOK, book.BUILD = tmp / "book", tmp / "build"
+book.EXEC, book.TIMINGS = tmp / "build" / "exec", tmp / "build" / "timings.json"
+book.chapters = lambda: [tmp / "book" / "50_sleepy.md"]
+print(book.execute(force=len(sys.argv) > 3), flush=True)
+'''
+
+_SLEEPY = '''---
+jupytext:
+  text_representation:
+    extension: .md
+    format_name: myst
+kernelspec:
+  display_name: Python 3
+  language: python
+  name: python3
+---
+
+# Sleepy
+
+```{code-cell} ipython3
+:tags: [parameters]
+
+scale = "book"
+```
+
+```{code-cell} ipython3
+import os, pathlib, time
+pathlib.Path(os.environ["SLEEPY_MARK"]).write_text("started")
+time.sleep(float(os.environ["SLEEPY_SECONDS"]))
+```
+
+```{code-cell} ipython3
+done = True
+```
+'''
+
+
+def _sleepy_book(tmp_path):
+    (tmp_path / "book").mkdir()
+    (tmp_path / "book" / "50_sleepy.md").write_text(_SLEEPY)
+    (tmp_path / "driver.py").write_text(_DRIVER)
+    return tmp_path / "book" / "50_sleepy.ipynb", tmp_path / "build" / "exec" / "50_sleepy.json"
+
+
+def _execute(tmp_path, seconds, mark, force=False):
+    import os
+    env = {**os.environ, "SLEEPY_SECONDS": str(seconds), "SLEEPY_MARK": str(mark)}
+    return subprocess.Popen([sys.executable, str(tmp_path / "driver.py"), str(ROOT / "tools"), str(tmp_path)]
+                            + (["force"] if force else []),
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+
+
+@pytest.mark.parametrize("how", ["SIGINT", "SIGKILL"])
+def test_interrupted_execution_leaves_no_current_looking_chapter(tmp_path, how):
+    """Interrupt (Ctrl-C) or kill `execute` in the middle of a chapter, after a complete earlier
+    run: no record of it stays and no half-executed notebook takes the chapter's place, so the
+    next `execute` runs the chapter again (it is not 'unchanged')."""
+    import os
+    import signal
+    import time
+
+    out, record = _sleepy_book(tmp_path)
+    first = _execute(tmp_path, 0, tmp_path / "mark0")
+    assert first.wait(timeout=240) == 0, first.stderr.read()
+    assert out.is_file() and record.is_file() and book.incomplete_cells(out) == []
+    mark = tmp_path / "mark1"
+    proc = _execute(tmp_path, 120, mark, force=True)      # `execute --force`, then interrupted
+    t0 = time.time()
+    while not mark.is_file():
+        assert time.time() - t0 < 240 and proc.poll() is None, "the chapter never started"
+        time.sleep(0.2)
+    if how == "SIGINT":
+        os.killpg(proc.pid, signal.SIGINT)
+    else:
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=60)
+    assert not record.is_file(), "the record of an interrupted run must be gone"
+    assert not out.is_file() or book.incomplete_cells(out) == [], "a half-executed notebook was put in place"
+    again = _execute(tmp_path, 0, tmp_path / "mark2")
+    stdout, stderr = again.communicate(timeout=240)
+    assert again.returncode == 0, stderr
+    assert "['50_sleepy']" in stdout, stdout           # executed again, not skipped as unchanged
+    assert book.incomplete_cells(out) == [] and record.is_file()
+
+
+def test_a_notebook_with_a_cell_that_never_ran_is_incomplete(tmp_path):
+    import json
+    nb = {"cells": [{"cell_type": "code", "source": "x = 1", "execution_count": 1, "outputs": []},
+                    {"cell_type": "code", "source": "y = 2", "execution_count": None, "outputs": []},
+                    {"cell_type": "code", "source": "", "execution_count": None, "outputs": []},
+                    {"cell_type": "code", "source": "z", "execution_count": 3,
+                     "outputs": [{"output_type": "error", "ename": "NameError"}]}],
+          "metadata": {}}
+    f = tmp_path / "nb.ipynb"
+    f.write_text(json.dumps(nb))
+    assert book.incomplete_cells(f) == [1, 3]
+    f.write_text("{not json")
+    assert book.incomplete_cells(f) == [-1]

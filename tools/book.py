@@ -14,7 +14,10 @@ book is built from exactly the notebooks papermill produced, with no second exec
 
 A chapter is re-executed only when its inputs changed: the SHA-256 of its ``.md`` source, of
 every file of ``lib/`` and of the Python and key package versions is stored in ``_build/exec/NN_subject.json`` together with the
-measured wall time; the Reproducibility appendix reads those records.
+measured wall time; the Reproducibility appendix reads those records.  A chapter is executed
+into ``_build/exec/NN_subject.running.ipynb`` and renamed into place only when every code cell
+ran without error; its record is removed before it runs, so an interrupted or killed run is
+executed again next time, and a notebook with a cell that never ran is never taken as current.
 """
 from __future__ import annotations
 
@@ -211,6 +214,26 @@ def run_papermill(src: Path, out: Path, parameters: dict | None = None) -> float
     return time.perf_counter() - t0
 
 
+def incomplete_cells(nb_path: Path) -> list[int]:
+    """Indices of the code cells of an executed notebook that did not run to completion: never
+    executed (no execution count), or ended with an error output.  [] for a complete notebook;
+    an unreadable notebook counts as wholly incomplete ([-1])."""
+    try:
+        nb = json.loads(nb_path.read_text())
+    except (OSError, ValueError):
+        return [-1]
+    bad = []
+    for i, cell in enumerate(nb.get("cells", [])):
+        if cell.get("cell_type") != "code" or not "".join(cell.get("source", "")).strip():
+            continue
+        if cell.get("execution_count") is None or any(o.get("output_type") == "error"
+                                                       for o in cell.get("outputs", [])):
+            bad.append(i)
+    if (nb.get("metadata", {}).get("papermill", {}) or {}).get("exception"):
+        bad.append(-1)
+    return bad
+
+
 def machine_description() -> str:
     cpu = platform.processor() or platform.machine()
     try:
@@ -239,22 +262,33 @@ def execute(selected: list[str] | None = None, force: bool = False) -> list[str]
         out = src.with_suffix(".ipynb")
         digest = input_digest(src, lib_hash)
         if not force and out.is_file() and record.is_file():
-            if json.loads(record.read_text()).get("digest") == digest:
+            if json.loads(record.read_text()).get("digest") == digest and not incomplete_cells(out):
                 print(f"[book] {src.stem}: unchanged, not re-executed", flush=True)
                 continue
         print(f"[book] {src.stem}: executing with papermill ...", flush=True)
+        # the record goes first and the notebook is written beside its final place, then renamed:
+        # an interrupted or killed run leaves no record and no half-executed notebook behind, so
+        # the next run executes the chapter again instead of publishing it
+        record.unlink(missing_ok=True)
+        partial = EXEC / (src.stem + ".running.ipynb")
+        partial.unlink(missing_ok=True)
         try:
-            wall = run_papermill(src, out)
-        except Exception as exc:  # papermill writes the failing notebook to `out`
+            wall = run_papermill(src, partial)
+        except Exception as exc:  # papermill writes the failing notebook to `partial`
             failed = BUILD / "failed" / out.name
             failed.parent.mkdir(parents=True, exist_ok=True)
-            if out.is_file():
-                out.replace(failed)
-            record.unlink(missing_ok=True)
+            if partial.is_file():
+                partial.replace(failed)
+            out.unlink(missing_ok=True)
             print(f"[book] {src.stem}: FAILED ({type(exc).__name__}); executed notebook with the "
                   f"error: {failed}\n{exc}", file=sys.stderr, flush=True)
             failures.append(src.stem)
             continue
+        bad = incomplete_cells(partial)
+        if bad:
+            raise BookError(f"{src.stem}: papermill returned but cells {bad} did not complete; "
+                            f"notebook left at {partial}")
+        os.replace(partial, out)
         print(f"[book] {src.stem}: {wall:.1f} s", flush=True)
         timings = read_timings()
         if src.stem not in TIMING_READERS:
