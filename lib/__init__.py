@@ -83,7 +83,7 @@ from .gated import (
 )
 from .icl import eta_star, gd_loss, gd_predict, icl_batch, optimal_gd_loss
 from .recurrent_cells import (RECURRENT_KINDS, LRULayer, RecurrentNet, glu_gating, lru_from_gated,
-                              lstm_from_attention)
+                              lru_in_from_attention, lstm_from_attention)
 
 __all__ = [
     "conv_ntk",
@@ -155,4 +155,5 @@ __all__ = [
     "glu_gating",
     "lstm_from_attention",
     "lru_from_gated",
+    "lru_in_from_attention",
 ]

@@ -15,6 +15,8 @@
   small weights (App. A.1), error O(eps^2).
 * :func:`lru_from_gated` -- two :class:`LRULayer` (GLU output) and a readout that implement a
   gated RNN of eq. (2) to O(eps^2) (Table 3: "LRU, 2 layers").
+* :func:`lru_in_from_attention` -- one LRU In+Out or In+Skip layer and a readout that implement
+  a linear self-attention layer to O(eps^2) (Table 3: one layer each).
 """
 from __future__ import annotations
 
@@ -27,7 +29,7 @@ from ._checks import as_tensor, positive_int, positive_real
 from .gated import diagonal_recurrence
 
 __all__ = ["LRULayer", "RecurrentNet", "lstm_from_attention", "glu_gating", "lru_from_gated",
-           "RECURRENT_KINDS"]
+           "lru_in_from_attention", "RECURRENT_KINDS"]
 
 RECURRENT_KINDS = ("lstm", "gru", "lru", "lru_in_out", "lru_in_skip")
 
@@ -237,3 +239,61 @@ def lru_from_gated(model, eps: float):
     R[:, :n_g] = (4.0 / eps) * D
     R[:, n_g:2 * n_g] = -(4.0 / eps) * D
     return nn.Sequential(l1, l2), R
+
+
+def lru_in_from_attention(W_V, W_K, W_Q, eps: float, skip: bool = False):
+    """One LRU In+Out (``skip=False``) or In+Skip (``skip=True``) layer + readout R implementing
+    linear self-attention y_t = sum_{t' <= t} (W_V x_t') (W_K x_t')^T (W_Q x_t) to O(eps^2).
+
+    One key-value pair p = (i, j) per recurrent unit, lam = 1 (exp(-exp(-50)) = 1 in float64).
+    Input GLU, block A: sigmoid(eps v_i) k_j, block B: sigmoid(0) k_j = k_j / 2; the input map
+    B = (4/eps)(A - B) gives v_i k_j (1 + O(eps^2)), accumulated by the recurrence into
+    S_ij = sum_{t'} v_i k_j, which C copies to y~ at A_p and B_p.  The query enters the output
+    GLU's sigmoid branch: In+Skip reads it from the layer input (W_m = eps W_Q[j]); In+Out reads
+    it from y~, where the diagonal skip D passes block Q of the input GLU, q_j / 2 (W_m = 0).
+    Output units sigmoid(eps q_j) S_ij and sigmoid(0) S_ij, R = (4/eps) [+1, -1] summed over j.
+    Width W = max(2 d_v d_k + d_k, d); inputs x (B, T, d) zero-padded to W.
+    Returns ``(layer, R)`` (float64): y = layer(x padded) @ R.T approximates LSA(x).
+    """
+    from .attention import _square_weights
+
+    W_V, W_K, W_Q = (w.double() for w in _square_weights(W_V, W_K, W_Q))
+    eps = positive_real("eps", eps)
+    f64 = torch.float64
+    d_v, d = W_V.shape
+    d_k = W_K.shape[0]
+    n_kv = d_v * d_k
+    W = max(2 * n_kv + d_k, d)
+    A, Bk, Q = 0, n_kv, 2 * n_kv                       # block offsets in the GLU outputs
+    layer = LRULayer(W, input_gate=True, skip_gate=skip, dtype=f64)
+    R = torch.zeros(d_v, W, dtype=f64)
+    with torch.no_grad():
+        for name in ("B_re", "B_im", "C_re", "C_im", "D_skip", "W_m", "W_x", "Wi_m", "Wi_x"):
+            getattr(layer, name).zero_()
+        layer.theta_log.fill_(-50.0)                   # phase exp(-50): lam real
+        layer.gamma_log.zero_()
+        nu = torch.full((W,), 50.0, dtype=f64)         # lam = 0 on unused units
+        nu[:n_kv] = -50.0                              # lam = 1 on the key-value units
+        layer.nu_log.copy_(nu)
+        for j in range(d_k):
+            layer.Wi_x[Q + j, :d] = W_Q[j]             # q_j / 2 (sigmoid(0) = 1/2)
+            layer.D_skip[Q + j] = 1.0
+        for i in range(d_v):
+            for j in range(d_k):
+                p = i * d_k + j
+                layer.Wi_m[A + p, :d] = eps * W_V[i]
+                layer.Wi_x[A + p, :d] = W_K[j]
+                layer.Wi_x[Bk + p, :d] = W_K[j]
+                layer.B_re[p, A + p] = 4.0 / eps
+                layer.B_re[p, Bk + p] = -4.0 / eps
+                layer.C_re[A + p, p] = 1.0
+                layer.C_re[Bk + p, p] = 1.0
+                if skip:
+                    layer.W_m[A + p, :d] = eps * W_Q[j]
+                else:
+                    layer.W_m[A + p, Q + j] = 2.0 * eps
+                layer.W_x[A + p, A + p] = 1.0
+                layer.W_x[Bk + p, Bk + p] = 1.0
+                R[i, A + p] = 4.0 / eps
+                R[i, Bk + p] = -4.0 / eps
+    return layer, R

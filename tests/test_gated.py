@@ -179,3 +179,60 @@ def test_two_lru_layers_implement_the_gated_rnn_to_second_order():
     assert 3.5 < errs[0] / errs[1] < 4.5, errs
     with pytest.raises(TypeError, match="GatedLinearRNN"):
         lib.lru_from_gated(torch.nn.Linear(2, 2), 0.1)
+
+
+@pytest.mark.parametrize("skip", [False, True])
+def test_one_lru_in_layer_implements_attention_to_second_order(skip):
+    """lib.lru_in_from_attention: one LRU In+Out / In+Skip layer + readout = LSA up to O(eps^2)."""
+    g = torch.Generator().manual_seed(5)
+    W = [torch.randn(2, 3, generator=g), torch.randn(2, 3, generator=g), torch.randn(2, 3, generator=g)]
+    W[0] = torch.randn(4, 3, generator=g)             # d_v = 4 != d_k = 2: the blocks must not overlap
+    x = torch.randn(3, 9, 3, generator=g)
+    with torch.no_grad():
+        y = lib.LinearSelfAttention(*W)(x)
+        errs = []
+        for eps in (4e-3, 2e-3):
+            layer, R = lib.lru_in_from_attention(*W, eps, skip=skip)
+            assert layer.input_gate and layer.skip_gate == skip
+            errs.append(_rel(layer(torch.nn.functional.pad(x, (0, layer.W_m.shape[0] - 3))) @ R.T, y))
+    assert errs[0] < 1e-4 and 3.5 < errs[0] / errs[1] < 4.5, errs
+    with pytest.raises(ValueError, match="eps"):
+        lib.lru_in_from_attention(*W, 0.0)
+
+
+@settings(max_examples=20, deadline=None)
+@given(n=st.integers(1, 8), T=st.integers(1, 30), seed=st.integers(0, 10_000), cplx=st.booleans())
+def test_diagonal_recurrence_equals_loop_with_its_gradients(n, T, seed, cplx):
+    """lib.diagonal_recurrence (hand-written backward) = the loop, values and gradients, real or complex."""
+    g = torch.Generator().manual_seed(seed)
+    lam = torch.rand(n, generator=g)
+    u = torch.randn(2, T, n, generator=g)
+    if cplx:
+        lam = torch.polar(lam, 6 * torch.rand(n, generator=g))
+        u = torch.complex(u, torch.randn(2, T, n, generator=g))
+    lam.requires_grad_(True)
+    u.requires_grad_(True)
+    w = torch.randn_like(u)
+    h1, h2 = lib.diagonal_recurrence(lam, u), lib.diagonal_scan_reference(lam, u)
+    assert _rel(h1.detach(), h2.detach()) <= 1e-12
+    g1 = torch.autograd.grad((h1 * w.conj()).real.sum(), (lam, u))
+    g2 = torch.autograd.grad((h2 * w.conj()).real.sum(), (lam, u))
+    assert all(float((a - b).norm()) <= 1e-12 * max(float(b.norm()), 1.0) for a, b in zip(g1, g2))  # T = 1: grad lam = 0
+
+
+def test_lru_in_skip_layer():
+    """In+Skip: the output GLU's sigmoid branch reads the layer input; it needs the input gate."""
+    with pytest.raises(ValueError, match="skip_gate"):
+        lib.LRULayer(4, skip_gate=True)
+    layer = lib.LRULayer(4, input_gate=True, skip_gate=True, seed=1, dtype=torch.float64)
+    x = torch.randn(2, 5, 4)
+    with torch.no_grad():
+        base = layer(x)
+        layer.nu_log.fill_(50.0)             # recurrence off: y~ changes, the sigmoid branch must not
+        ref = torch.sigmoid(x @ layer.W_m.T)
+        xg = torch.sigmoid(x @ layer.Wi_m.T) * (x @ layer.Wi_x.T)
+        Bu = torch.complex(xg @ layer.B_re.T, xg @ layer.B_im.T) * torch.exp(layer.gamma_log)
+        h = lib.diagonal_scan_reference(layer.lam, Bu)
+        y_tilde = h.real @ layer.C_re.T - h.imag @ layer.C_im.T + layer.D_skip * xg
+        assert _rel(layer(x), ref * (y_tilde @ layer.W_x.T)) <= 1e-12
+        assert _rel(base, layer(x)) > 1e-3
