@@ -51,6 +51,9 @@ def as_tensor(name: str, value, ndim: int | tuple[int, ...], dtype=None) -> torc
         except Exception as exc:  # noqa: BLE001 - re-raised with context
             raise TypeError(f"{name} must be a tensor or array, got {type(value).__name__}") from exc
     if dtype is not None and value.dtype != dtype:
+        if value.is_complex() and not dtype.is_complex:
+            raise TypeError(f"{name} must be real ({dtype}), got a complex tensor ({value.dtype}); "
+                            "its imaginary part would be dropped")
         value = value.to(dtype)
     elif not value.is_floating_point() and not value.is_complex():
         value = value.to(DTYPE)

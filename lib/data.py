@@ -109,7 +109,14 @@ def locate(filename: str, path: str | os.PathLike | None = None, *, download: bo
         return _verified(candidate, remote)
     folders: list[Path] = []
     if os.environ.get("RNNBOOK_DATA"):
-        folders.append(Path(os.environ["RNNBOOK_DATA"]))
+        env = Path(os.environ["RNNBOOK_DATA"])
+        if not env.is_dir():
+            raise DataError(f"RNNBOOK_DATA={env} is not a folder; point it at the folder holding the "
+                            f"data files ({', '.join(sorted(DATASETS))}) or unset it")
+        if not any((env / name).is_file() for name in DATASETS):
+            raise DataError(f"RNNBOOK_DATA={env} holds none of the data files "
+                            f"({', '.join(sorted(DATASETS))}); put them there or unset it")
+        folders.append(env)
     folders.append(REPO_ROOT.parent / "shared" / "data")
     cache = _cache_dir()
     folders.append(cache)

@@ -159,6 +159,8 @@ def s1_sequences(spikes, vel, T: int = 15, *, fractions=(0.7, 0.1, 0.2), train_b
     vel = np.asarray(vel, dtype=np.float64)
     if spikes.ndim != 2 or vel.ndim != 2:
         raise ValueError(f"spikes and vel must be 2-D (bins, channels), got {spikes.shape} and {vel.shape}")
+    if not (np.isfinite(spikes).all() and np.isfinite(vel).all()):
+        raise ValueError("spikes and vel must be finite (they contain NaN or infinite entries)")
     if spikes.shape[0] != vel.shape[0]:
         raise ValueError(f"spikes ({spikes.shape[0]} bins) and vel ({vel.shape[0]} bins) must have "
                          "the same number of bins")

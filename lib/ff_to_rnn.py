@@ -110,8 +110,19 @@ def rank_and_timespan(w: torch.Tensor, a: int, rtol: float = 1e-12) -> tuple[int
 
 
 def theorem31_bound(N: int, r: int, t: int) -> int:
-    """``min{N, [(1 + 2 t*) r* - r*^2] / 2}`` (Theorem 3.1)."""
-    return min(int(N), ((1 + 2 * t) * r - r * r) // 2)
+    """``min{N, [(1 + 2 t*) r* - r*^2] / 2}`` (Theorem 3.1).
+
+    N >= 1 (total length of the sequences), t = t* >= 0 (timespan), 0 <= r = r* <= t* (the
+    rank of W, whose t* columns are w_1..w_t*).  r (1 + 2t - r) is even (its two factors sum
+    to the odd 1 + 2t), so the halving is exact.
+    """
+    N = positive_int("N", N)
+    t = positive_int("t", t, minimum=0)
+    r = positive_int("r", r, minimum=0)
+    if r > t:
+        raise ValueError(f"r (the rank r* of W) must be <= t (its timespan t*, the number of its "
+                         f"columns), got r={r}, t={t}")
+    return min(N, ((1 + 2 * t) * r - r * r) // 2)
 
 
 def _backward_basis(W: torch.Tensor, t_star: int, rtol: float):
@@ -509,10 +520,16 @@ def tanh_memory_state_bound(B: torch.Tensor, D: float, steps: int, beta: float) 
     B = as_tensor("B", B, 2, dtype=DTYPE)
     beta = positive_real("beta", beta)
     steps = positive_int("steps", steps)
-    if D < 0:
-        raise ValueError(f"D must be >= 0, got {D}")
+    if isinstance(D, bool) or not isinstance(D, (int, float)) or not math.isfinite(D) or D < 0:
+        raise ValueError(f"D must be a finite real number >= 0, got {D!r}")
     nb = float(torch.linalg.matrix_norm(B, 2)) if B.numel() else 0.0
-    geo = sum(nb ** j for j in range(steps))
+    if nb == 1.0:
+        geo = float(steps)
+    else:                                              # sum_{j < steps} nb^j in closed form
+        try:
+            geo = (1.0 - nb ** steps) / (1.0 - nb)
+        except OverflowError:                          # nb > 1 and steps large: the bound is infinite
+            geo = math.inf
     return D * geo / (3 * beta ** 2)
 
 

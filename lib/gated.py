@@ -43,10 +43,14 @@ __all__ = [
 def diagonal_scan(lam: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
     """h_t = lam * h_{t-1} + u_t (h_{-1} = 0) for all t at once, by a Hillis-Steele scan.
 
-    ``lam``: (n,) (real or complex), ``u``: (B, T, n).  After the step with offset k the
+    ``lam``: (n,) (real or complex), ``u``: (B, T, n) (a ValueError otherwise: a 2-D ``u``
+    would be scanned along its first axis).  After the step with offset k the
     state holds sum_{j < 2k} lam^j u_{t-j}; ceil(log2 T) vectorised steps, no division by lam
     (so lam = 0 is exact), powers lam^k by repeated squaring.  Returns (B, T, n).
     """
+    if u.ndim != 3 or lam.ndim != 1 or lam.shape[0] != u.shape[-1]:
+        raise ValueError(f"diagonal_scan needs lam (n,) and u (B, T, n), got lam {tuple(lam.shape)} "
+                         f"and u {tuple(u.shape)}")
     h = u.transpose(0, 1).contiguous()          # time-first: contiguous slices per offset
     T = h.shape[0]
     pw, k = lam, 1
@@ -303,9 +307,15 @@ def gated_rnn_from_attention(W_V, W_K, W_Q, compact: bool = False) -> GatedLinea
             raise ValueError(f"compact=True needs square d x d matrices, got W_V {tuple(W_V.shape)}, "
                              f"W_K {tuple(W_K.shape)}")
         if not torch.equal(W_K, W_V):
-            cond = torch.linalg.cond(W_V)
-            if not torch.isfinite(cond) or cond > 1e12:
-                raise ValueError(f"compact=True needs an invertible W_V (condition number {float(cond):.2e})")
+            # W_V^{-T} loses about cond(W_V) * eps of the dtype in relative accuracy: refuse what
+            # leaves less than 1e-6 (float64: cond <= 1e10; float32: cond <= 8)
+            cond = torch.linalg.cond(W_V.double())
+            limit = 1e-6 / torch.finfo(dt).eps
+            if not torch.isfinite(cond) or cond > limit:
+                raise ValueError(f"compact=True needs a well-conditioned W_V: condition number "
+                                 f"{float(cond):.2e} > {limit:.1e} for {dt} (the reparametrisation "
+                                 f"W_V^-T W_K^T W_Q would lose more than 1e-6 relative accuracy); "
+                                 f"use float64 or compact=False")
             # W_Q' = W_V^{-T} W_K^T W_Q, so that W_V^T W_Q' = W_K^T W_Q
             W_Q = torch.linalg.solve(W_V.T, W_K.T @ W_Q)
             W_K = W_V

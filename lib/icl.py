@@ -78,8 +78,16 @@ def icl_batch(batch: int, T: int, d_x: int, d_y: int, *, sigma_w2: float = 1 / 3
 def gd_predict(tokens: torch.Tensor, d_x: int, eta: float) -> torch.Tensor:
     """One GD step from W_0 = 0 (eq. 4): y_hat = eta sum_t y_t x_t^T x_query, (B, d_y)."""
     d_x = positive_int("d_x", d_x)
-    if tokens.ndim != 3 or tokens.shape[-1] <= d_x:
-        raise ValueError(f"tokens must have shape (B, T+1, d_x + d_y) with d_x = {d_x}")
+    if isinstance(eta, bool) or not isinstance(eta, (int, float)) or not math.isfinite(eta):
+        raise ValueError(f"eta must be a finite real number, got {eta!r}")
+    if not isinstance(tokens, torch.Tensor) or tokens.ndim != 3 or tokens.shape[-1] <= d_x:
+        raise ValueError(f"tokens must be a tensor of shape (B, T+1, d_x + d_y) with d_x = {d_x}, got "
+                         f"{tuple(tokens.shape) if isinstance(tokens, torch.Tensor) else type(tokens).__name__}")
+    if not torch.isfinite(tokens).all():
+        raise ValueError("tokens contains NaN or infinite entries")
+    if tokens[:, -1, d_x:].abs().max() != 0:
+        raise ValueError(f"the query row's last {tokens.shape[-1] - d_x} entries (its y part) must be 0; "
+                         f"is d_x = {d_x} the tokens' input dimension?")
     X, Y = tokens[:, :-1, :d_x], tokens[:, :-1, d_x:]
     xq = tokens[:, -1, :d_x]
     return eta * torch.einsum("bty,btx,bx->by", Y, X, xq)

@@ -126,6 +126,16 @@ class RecurrentNet(nn.Module):
         self.readout = nn.Linear(width, d_out, dtype=dtype)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """(B, T, d_in) -> (B, T, d_out); x is checked (shape, finite) first."""
+        if not isinstance(x, torch.Tensor) or x.ndim != 3 or x.shape[-1] != self.embed.in_features:
+            raise ValueError(f"x must be a tensor (B, T, d_in = {self.embed.in_features}), got "
+                             f"{tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__}")
+        if not torch.isfinite(x).all():
+            raise ValueError("x contains NaN or infinite entries")
+        return self.forward_unchecked(x)
+
+    def forward_unchecked(self, x: torch.Tensor) -> torch.Tensor:
+        """The forward without input checks (the training step's inner call: no host sync)."""
         z = self.embed(x)
         z = self.core(z)[0] if self.kind in ("lstm", "gru") else self.core(z)
         return self.readout(z)

@@ -29,8 +29,9 @@ def rho(T: int, nu_W: float, nu_F: float, nu_C: float) -> torch.Tensor:
     nu_F = positive_real("nu_F", nu_F)
     nu_C = positive_real("nu_C", nu_C)
     j = torch.arange(T, dtype=DTYPE)
-    # j * nu_W^{j-1} written as j * nu_W^j / nu_W is singular-free for nu_W > 0
-    return nu_C * (j * nu_F * nu_W ** (j - 1) + nu_W**j) + nu_F * nu_W**j
+    # j nu_W^{j-1}: 0 at j = 0 (not 0 * nu_W^{-1}, which is 0 * inf = nan for a tiny nu_W)
+    j_pow = torch.cat([torch.zeros(1, dtype=DTYPE), j[1:] * nu_W ** (j[1:] - 1)])
+    return nu_C * (nu_F * j_pow + nu_W**j) + nu_F * nu_W**j
 
 
 def rho_max(T: int, nu_F: float, nu_C: float) -> float:

@@ -109,7 +109,8 @@ def cosine_lr(step: int, steps: int, lr: float, lr_min: float) -> float:
 class ModuleStack(nn.Module):
     """K independent modules trained together by :func:`train_online` (one step, K data streams).
 
-    ``forward(x)`` with x (K, B, T, d) runs member k on x[k]; ``last_only`` keeps the last step.
+    ``forward(x)`` with x (K, B, T, d) runs member k on x[k] (its ``forward_unchecked`` where it
+    has one: the trainer has checked the shapes once); ``last_only`` keeps the last step.
     The general (unbatched) counterpart of :class:`lib.gated.StackedGatedRNN`, for any
     (B, T, d) -> (B, T, d_out) network such as :class:`lib.recurrent_cells.RecurrentNet`.
     """
@@ -129,7 +130,7 @@ class ModuleStack(nn.Module):
         return self.members[k]
 
     def forward(self, x: torch.Tensor, last_only: bool = False) -> torch.Tensor:
-        outs = [m(x[k]) for k, m in enumerate(self.members)]
+        outs = [getattr(m, "forward_unchecked", m)(x[k]) for k, m in enumerate(self.members)]
         return torch.stack([o[:, -1] for o in outs] if last_only else outs)
 
 

@@ -110,7 +110,7 @@ def test_bad_input():
         lib.LinearSelfAttention(torch.eye(3), torch.eye(3), torch.eye(3))(torch.zeros(1, 4, 2))
     with pytest.raises(ValueError, match="dimensions"):
         lib.LinearSelfAttention(torch.eye(3), torch.eye(3), torch.eye(3))(torch.zeros(4, 3))
-    with pytest.raises(ValueError, match="invertible"):
+    with pytest.raises(ValueError, match="well-conditioned W_V"):
         lib.gated_rnn_from_attention(torch.zeros(3, 3), torch.eye(3), torch.eye(3), compact=True)
     with pytest.raises(ValueError, match="square"):
         lib.gated_rnn_from_attention(torch.eye(3), torch.ones(2, 3), torch.ones(2, 3), compact=True)
