@@ -7,6 +7,7 @@ it received and the accepted range.  Nothing here is specific to one paper.
 from __future__ import annotations
 
 import math
+import os
 from numbers import Integral, Real
 
 import torch
@@ -61,6 +62,28 @@ def as_tensor(name: str, value, ndim: int | tuple[int, ...], dtype=None) -> torc
     if value.ndim not in dims:
         want = " or ".join(str(d) for d in dims)
         raise ValueError(f"{name} must have {want} dimensions, got shape {tuple(value.shape)}")
+    if value.numel() == 0:
+        raise ValueError(f"{name} is empty (shape {tuple(value.shape)}): every dimension must be >= 1")
     if not torch.isfinite(value).all():
         raise ValueError(f"{name} contains NaN or infinite entries")
     return value
+
+
+def same_dtype(**tensors) -> torch.dtype:
+    """The common dtype of the named tensors; a TypeError naming them if they differ."""
+    dtypes = {k: v.dtype for k, v in tensors.items()}
+    if len(set(dtypes.values())) > 1:
+        raise TypeError("these arguments must have the same dtype, got "
+                        + ", ".join(f"{k}: {str(d).replace('torch.', '')}" for k, d in dtypes.items()))
+    return next(iter(dtypes.values()))
+
+
+def fits_in_memory(what: str, n_bytes: float, fraction: float = 0.5) -> None:
+    """A MemoryError naming ``what`` when it needs more than ``fraction`` of the physical memory."""
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):
+        return
+    if n_bytes > fraction * total:
+        raise MemoryError(f"{what} needs {n_bytes / 2**30:.1f} GiB, more than {fraction:.0%} of this "
+                          f"machine's {total / 2**30:.1f} GiB; choose a smaller size")

@@ -80,7 +80,11 @@ def _cache_dir() -> Path:
 
 
 def _verified(path: Path, remote: _Remote) -> Path:
-    actual = sha256(path)
+    try:
+        actual = sha256(path)
+    except OSError as exc:
+        raise DataError(f"{remote.filename}: {path} cannot be read ({exc.strerror or exc}); "
+                        "fix its permissions or point RNNBOOK_DATA elsewhere") from exc
     if actual != remote.sha256:
         raise DataError(
             f"{remote.filename}: checksum mismatch for {path}\n"

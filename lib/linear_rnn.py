@@ -32,7 +32,7 @@ import math
 import torch
 from torch import nn
 
-from ._checks import DTYPE, as_tensor, positive_int, positive_real
+from ._checks import DTYPE, as_tensor, fits_in_memory, positive_int, positive_real, same_dtype
 from .krylov import adjoint_rows, krylov_rows
 
 ENGINES = ("markov", "recurrence")
@@ -54,6 +54,7 @@ def _check_wfc(W: torch.Tensor, F: torch.Tensor, C: torch.Tensor) -> int:
     W = as_tensor("W", W, 2)
     F = as_tensor("F", F, 2)
     C = as_tensor("C", C, 2)
+    same_dtype(W=W, F=F, C=C)
     n = W.shape[0]
     if W.shape != (n, n):
         raise ValueError(f"W must be square (n, n), got shape {tuple(W.shape)}")
@@ -300,6 +301,8 @@ class LinearRNN(nn.Module):
         super().__init__()
         self.engine = engine
         self.n = positive_int("n", n)
+        fits_in_memory(f"LinearRNN with n = {self.n} (W and its gradient, {self.n}^2 entries each)",
+                       2 * 8.0 * self.n * self.n)
         self.n_x = positive_int("n_x", n_x)
         self.n_y = positive_int("n_y", n_y)
         upper = None if allow_unstable else 1.0

@@ -98,3 +98,37 @@ def test_rnnbook_data_that_holds_nothing_is_an_error(setup, tmp_path, monkeypatc
     monkeypatch.setenv("RNNBOOK_DATA", str(folder))
     with pytest.raises(data.DataError, match="RNNBOOK_DATA"):
         data.load_protein("train", download=False)
+
+
+def test_unreadable_data_file_is_a_data_error(tmp_path, monkeypatch):
+    f = tmp_path / "protein-secondary-structure.train"
+    f.write_text("x")
+    monkeypatch.setattr(data, "sha256", lambda p: (_ for _ in ()).throw(PermissionError(13, "Permission denied")))
+    with pytest.raises(data.DataError, match="cannot be read"):
+        data.load_protein("train", path=tmp_path)
+
+
+EMPTY_AND_MIXED = [
+    ("LinearRNN T = 0", lambda: lib.LinearRNN(4, 2, 1, nu_W=0.5, nu_F=1.0, nu_C=1.0, seed=0)(torch.zeros(1, 0, 2)),
+     ValueError, ["x", "empty"]),
+    ("GatedLinearRNN T = 0", lambda: lib.GatedLinearRNN(2, 3, 2)(torch.zeros(1, 0, 2)), ValueError, ["x", "empty"]),
+    ("conv_ntk T = 0", lambda: lib.conv_ntk(torch.zeros(2, 0, 1), torch.zeros(2, 0, 1), torch.ones(1)),
+     ValueError, ["x1", "empty"]),
+    ("toeplitz T = 0", lambda: lib.toeplitz(torch.zeros(2, 0, 1)), ValueError, ["x", "empty"]),
+    ("train_gd N = 0",
+     lambda: lib.train_gd(lib.LinearRNN(4, 1, 1, nu_W=0.5, nu_F=1.0, nu_C=1.0, seed=0), torch.zeros(0, 3, 1),
+                          torch.zeros(0, 3, 1), lr=0.1, steps=2), ValueError, ["x", "empty"]),
+    ("impulse_response mixed dtypes",
+     lambda: lib.impulse_response(torch.eye(2, dtype=torch.float32), torch.ones(2, 1), torch.ones(1, 2), 3),
+     TypeError, ["W: float32", "F: float64"]),
+    ("LinearRNN larger than memory", lambda: lib.LinearRNN(10**6, 1, 1, nu_W=0.5, nu_F=1.0, nu_C=1.0, seed=0),
+     MemoryError, ["n = 1000000", "GiB"]),
+]
+
+
+@pytest.mark.parametrize("call, exc, words", [c[1:] for c in EMPTY_AND_MIXED], ids=[c[0] for c in EMPTY_AND_MIXED])
+def test_empty_mixed_and_oversized_inputs(call, exc, words):
+    with pytest.raises(exc) as err:
+        call()
+    for w in words:
+        assert w in str(err.value), (w, str(err.value))

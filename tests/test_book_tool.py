@@ -203,3 +203,11 @@ def test_a_notebook_with_a_cell_that_never_ran_is_incomplete(tmp_path):
     assert book.incomplete_cells(f) == [1, 3]
     f.write_text("{not json")
     assert book.incomplete_cells(f) == [-1]
+
+
+@pytest.mark.parametrize("text, words", [("scale: [book\n", "not valid YAML"), ("- 1\n- 2\n", "mapping")])
+def test_malformed_parameters_file_is_a_clear_error(tmp_path, text, words):
+    f = tmp_path / "p.yaml"
+    f.write_text(text)
+    res = run_tool("chapter", "01", "-f", str(f))
+    assert res.returncode == 2 and words in res.stderr and "Traceback" not in res.stderr, res.stderr

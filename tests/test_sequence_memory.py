@@ -75,7 +75,7 @@ def test_thin_svd_rank_and_truncation():
 
 @pytest.mark.parametrize("bad, match", [
     ([], "non-empty"),
-    ([torch.zeros(0, 3)], "empty sequence"),
+    ([torch.zeros(0, 3)], "empty"),
     ([torch.zeros(3, 2), torch.zeros(2, 3)], "features"),
     ([torch.zeros(3)], "dimensions"),
     ("abc", "non-empty list"),

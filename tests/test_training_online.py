@@ -199,7 +199,7 @@ def test_artefact_checksums_are_verified(tmp_path):
         art.RESULTS = old
 
 
-@pytest.mark.parametrize("name", ["teacher", "teacher_width", "icl", "icl_width"])
+@pytest.mark.parametrize("name", ["teacher", "teacher_width", "icl", "icl_width", "arch_teacher", "arch_icl"])
 def test_committed_artefacts_load(name):
     """Every paper-scale artefact in the repository matches its checksum and its configuration."""
     run = lib.load_run(name)

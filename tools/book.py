@@ -393,7 +393,17 @@ def main(argv: list[str] | None = None) -> int:
 
             params = {}
             if args.parameters_file:
-                params.update(yaml.safe_load(Path(args.parameters_file).read_text()) or {})
+                f = Path(args.parameters_file)
+                try:
+                    loaded = yaml.safe_load(f.read_text())
+                except OSError as exc:
+                    raise BookError(f"parameters file {f}: cannot be read ({exc.strerror or exc})") from exc
+                except yaml.YAMLError as exc:
+                    raise BookError(f"parameters file {f}: not valid YAML ({exc})") from exc
+                if loaded is not None and not isinstance(loaded, dict):
+                    raise BookError(f"parameters file {f}: must be a mapping NAME: VALUE, got "
+                                    f"{type(loaded).__name__}")
+                params.update(loaded or {})
             for name, value in args.parameter:
                 params[name] = parse_value(value)
             run_chapter(args.chapter, params)
