@@ -7,6 +7,9 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 MATHJAX_VERSION := 3.2.2
 MATHJAX := .cache/mathjax/mathjax/es5/tex-mml-chtml.js
+# OpenMP threads that wait for work sleep instead of spinning: on a loaded machine a spinning
+# second thread turned a 6 ms training step into 11-160 ms (one PASSIVE run: 4.5-9 ms)
+export OMP_WAIT_POLICY ?= PASSIVE
 # pip's configured extra indexes that do not exist on every machine print noise; drop it
 PIPQUIET := grep -v "is ignored: it is neither a file nor a directory" || true
 

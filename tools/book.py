@@ -180,6 +180,7 @@ def kernel_env() -> dict:
     env = dict(os.environ)
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     env.setdefault("PYDEVD_DISABLE_FILE_VALIDATION", "1")
+    env.setdefault("OMP_WAIT_POLICY", "PASSIVE")      # idle OpenMP threads sleep, not spin (loaded machines)
     env.setdefault("MPLBACKEND", "module://matplotlib_inline.backend_inline")
     return env
 
