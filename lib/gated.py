@@ -351,7 +351,10 @@ def gated_rnn_from_attention(W_V, W_K, W_Q, compact: bool = False) -> GatedLinea
 
 
 def construction_size(d: int, compact: bool = False) -> dict[str, int]:
-    """Neurons and parameters of the Fig. 1 construction for a d x d attention layer."""
+    """Neurons and parameters of the Fig. 1 construction for a d x d attention layer.
+
+    ``nonzero`` counts the nonzero entries of the weight matrices plus every lam (the query
+    neurons' lam = 0 is their forgetting, a parameter all the same)."""
     d = positive_int("d", d)
     n_kv = d * (d + 1) // 2 if compact else d * d
     n_h = n_kv + d

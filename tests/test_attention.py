@@ -116,3 +116,21 @@ def test_bad_input():
         lib.gated_rnn_from_attention(torch.eye(3), torch.ones(2, 3), torch.ones(2, 3), compact=True)
     with pytest.raises(TypeError):
         lib.LinearSelfAttention("abc", torch.eye(3), torch.eye(3))
+
+
+@pytest.mark.parametrize("d", [2, 3, 5])
+@pytest.mark.parametrize("compact", [False, True])
+def test_construction_size_counts_the_built_construction(d, compact):
+    """lib.construction_size equals the neurons, parameters and nonzero weights of the network
+    lib.gated_rnn_from_attention actually builds (random weights: no accidental zeros)."""
+    g = torch.Generator().manual_seed(d)
+    W = [torch.randn(d, d, generator=g, dtype=torch.float64) for _ in range(3)]
+    m = lib.gated_rnn_from_attention(*W, compact=compact)
+    size = lib.construction_size(d, compact=compact)
+    params = [m.W_in_m, m.W_in_x, m.lam, m.W_out_m, m.W_out_x, m.D]
+    assert size["hidden"] == m.W_in_m.shape[0] == size["key_value"] + size["query"]
+    assert size["gate_out"] == m.W_out_m.shape[0]
+    assert size["parameters"] == sum(p.numel() for p in params)
+    weights = [m.W_in_m, m.W_in_x, m.W_out_m, m.W_out_x, m.D]     # every lam counts (lam = 0 forgets)
+    assert size["nonzero"] == sum(int((p.detach() != 0).sum()) for p in weights) + m.lam.numel()
+    assert size["attention_parameters"] == 3 * d * d

@@ -150,3 +150,16 @@ def test_rho_is_the_wide_limit_of_the_tap_gradient_norms(nu, seed0):
     wrong_exponent = nu_C * (j * nu_F * nu_W**j + nu_W**j) + nu_F * nu_W**j
     no_nu_F = nu_C * (j * torch.cat([torch.zeros(1), nu_W ** (j[1:] - 1)]) + nu_W**j) + nu_W**j
     assert z(wrong_exponent) > 4.5 and z(no_nu_F) > 4.5, (z(wrong_exponent), z(no_nu_F))
+
+
+@pytest.mark.parametrize("T, nu_F, nu_C", [(6, 1.7, 0.4), (9, 0.5, 2.5)])
+def test_rho_max_is_the_limit_of_rho_over_nu_w_powers(T, nu_F, nu_C):
+    """Eq. (22): rho_j <= rho_max nu_W^{j-1}; rho_max = nu_C (T nu_F + 1) + nu_F is the limit
+    nu_W -> 1 of rho_T / nu_W^{T-1} (an independent computation from lib.rho at j = T)."""
+    nu_W1 = 1 - 1e-13
+    r = lib.rho(T + 1, nu_W1, nu_F, nu_C)
+    assert abs(float(r[T]) / nu_W1 ** (T - 1) / lib.rho_max(T, nu_F, nu_C) - 1) <= 1e-10
+    for nu_W in (0.2, 0.6, 0.95):
+        r = lib.rho(T, nu_W, nu_F, nu_C)
+        j = torch.arange(1, T, dtype=torch.float64)
+        assert bool((r[1:] <= lib.rho_max(T, nu_F, nu_C) * nu_W ** (j - 1)).all())

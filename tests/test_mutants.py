@@ -1,0 +1,69 @@
+"""Mutation check of the closed forms the book rests on.
+
+Each mutant is a plausible slip in one formula (a dropped term, an exponent off by one, the
+paper's eq. (34) without its d_x, ...).  The test copies lib/ and the listed test files into a
+temporary folder, applies the mutant there, runs those tests against the mutated copy and
+requires that at least one of them fails.  A formula change that the tests would not notice
+therefore fails this module.
+"""
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# (id, file, original text, mutated text, test files that must catch it)
+MUTANTS = [
+    ("rho: nu_F dropped from the j term", "lib/scaled_conv.py",
+     "return nu_C * (nu_F * j_pow + nu_W**j) + nu_F * nu_W**j",
+     "return nu_C * (j_pow + nu_W**j) + nu_F * nu_W**j", ["test_ntk.py"]),
+    ("rho: exponent j instead of j - 1", "lib/scaled_conv.py",
+     "j[1:] * nu_W ** (j[1:] - 1)", "j[1:] * nu_W ** j[1:]", ["test_ntk.py"]),
+    ("rho: last term without nu_F", "lib/scaled_conv.py",
+     "return nu_C * (nu_F * j_pow + nu_W**j) + nu_F * nu_W**j",
+     "return nu_C * (nu_F * j_pow + nu_W**j) + nu_W**j", ["test_ntk.py"]),
+    ("rho_max: + nu_F dropped", "lib/scaled_conv.py",
+     'return positive_real("nu_C", nu_C) * (T * positive_real("nu_F", nu_F) + 1) + nu_F',
+     'return positive_real("nu_C", nu_C) * (T * positive_real("nu_F", nu_F) + 1)', ["test_ntk.py"]),
+    ("eta*: the 1/5 dropped", "lib/icl.py",
+     "return 1.0 / (sigma_x2 * (T + d_x - 0.2))", "return 1.0 / (sigma_x2 * (T + d_x))", ["test_icl.py"]),
+    ("GD loss: the quadratic coefficient without d_x (eq. 34 as printed)", "lib/icl.py",
+     "quad = T * d_x * sigma_x2**2 * (T + d_x - 0.2)", "quad = T * sigma_x2**2 * (T + d_x - 0.2)",
+     ["test_icl.py"]),
+    ("optimal GD loss: d_x - 1/5 replaced by d_x", "lib/icl.py",
+     "return 0.5 * sigma_w2 * sigma_x2 * d_x * (d_x - 0.2) / (T + d_x - 0.2)",
+     "return 0.5 * sigma_w2 * sigma_x2 * d_x * d_x / (T + d_x - 0.2)", ["test_icl.py"]),
+    ("Markov parameters: 1/n instead of 1/sqrt(n)", "lib/linear_rnn.py",
+     "    scale = 1.0 / math.sqrt(n)\n    G = F", "    scale = 1.0 / n\n    G = F", ["test_linear_rnn.py"]),
+    ("Vandermonde realization: W without sqrt(n)", "lib/linear_rnn.py",
+     "root_n = math.sqrt(n)", "root_n = 1.0", ["test_linear_rnn.py"]),
+    ("Theorem 3.1 bound: the - r^2 term dropped", "lib/ff_to_rnn.py",
+     "return min(N, ((1 + 2 * t) * r - r * r) // 2)", "return min(N, ((1 + 2 * t) * r) // 2)",
+     ["test_ff_to_rnn.py", "test_bad_input.py"]),
+    ("construction size: compact key-values d^2", "lib/gated.py",
+     "n_kv = d * (d + 1) // 2 if compact else d * d", "n_kv = d * d", ["test_attention.py"]),
+    ("construction size: one query neuron too few", "lib/gated.py",
+     "    n_h = n_kv + d\n    n_g = d * d\n    params", "    n_h = n_kv + d - 1\n    n_g = d * d\n    params",
+     ["test_attention.py"]),
+]
+
+
+@pytest.mark.parametrize("path, old, new, tests", [m[1:] for m in MUTANTS], ids=[m[0] for m in MUTANTS])
+def test_mutant_is_caught(tmp_path, path, old, new, tests):
+    src = (ROOT / path).read_text()
+    assert src.count(old) == 1, f"{path}: the original text must occur once (was the formula edited?)"
+    shutil.copytree(ROOT / "lib", tmp_path / "lib", ignore=shutil.ignore_patterns("__pycache__"))
+    (tmp_path / "tests").mkdir()
+    for name in ["conftest.py", *tests]:
+        shutil.copy(ROOT / "tests" / name, tmp_path / "tests" / name)
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    (tmp_path / path).write_text(src.replace(old, new))
+    env = {"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin", "HOME": str(Path.home()),
+           "OMP_NUM_THREADS": "1", "RNNBOOK_KERNEL": "0"}
+    res = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
+                          *[f"tests/{t}" for t in tests]], cwd=tmp_path, env=env, capture_output=True,
+                         text=True, timeout=600)
+    assert res.returncode == 1, f"mutant survived (pytest exit {res.returncode}):\n{res.stdout[-1500:]}"
