@@ -40,6 +40,16 @@ def positive_real(name: str, value, *, upper: float | None = None, upper_name: s
     return value
 
 
+def nonneg_real(name: str, value) -> float:
+    """Return ``value`` as a float after checking it is finite and ``>= 0``."""
+    if isinstance(value, bool) or not isinstance(value, Real):
+        raise TypeError(f"{name} must be a real number >= 0, got {value!r}")
+    value = float(value)
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"{name} must be a finite real number >= 0, got {value}")
+    return value
+
+
 def as_tensor(name: str, value, ndim: int | tuple[int, ...], dtype=None) -> torch.Tensor:
     """Convert to a floating tensor and check its number of dimensions.
 

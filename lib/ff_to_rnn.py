@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
-from ._checks import DTYPE, as_tensor, positive_int, positive_real
+from ._checks import DTYPE, as_tensor, nonneg_real, positive_int, positive_real
 from .sequence_memory import (autoencoder_matrices, check_sequences, encode, pad_sequences,
                               shift_operators, state_matrix, thin_svd)
 
@@ -100,6 +100,7 @@ def linear_ff_outputs(w: torch.Tensor, sequences) -> torch.Tensor:
 
 def rank_and_timespan(w: torch.Tensor, a: int, rtol: float = 1e-12) -> tuple[int, int]:
     """Definition 3.1: ``r* = rank W`` and ``t*`` = the largest lag with ``w_{t*} != 0``."""
+    rtol = nonneg_real("rtol", rtol)
     W = lag_matrix(w, a)
     scale = float(W.abs().max())
     if scale == 0:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ._checks import DTYPE, as_tensor, positive_int
+from ._checks import DTYPE, as_tensor, nonneg_real, positive_int
 
 __all__ = [
     "check_sequences",
@@ -141,6 +141,8 @@ def thin_svd(M: torch.Tensor, rank: int | None = None, rtol: float | None = None
     if M.numel() == 0:
         raise ValueError(f"M must be non-empty, got shape {tuple(M.shape)}")
     V, lam, Uh = torch.linalg.svd(M, full_matrices=False)
+    if rtol is not None:
+        rtol = nonneg_real("rtol", rtol)
     if rank is None:
         tol = (max(M.shape) * torch.finfo(DTYPE).eps if rtol is None else float(rtol)) * float(lam[0])
         rank = int((lam > tol).sum())

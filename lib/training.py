@@ -103,6 +103,8 @@ def cosine_lr(step: int, steps: int, lr: float, lr_min: float) -> float:
     Update 1 uses ``lr``; the rate after the last update would be ``lr_min``
     (torch's ``CosineAnnealingLR`` with ``T_max = steps``, in closed form).
     """
+    if not (isinstance(step, int) and isinstance(steps, int) and 1 <= step <= steps):
+        raise ValueError(f"step must be an integer in 1..steps = {steps!r}, got {step!r}")
     return lr_min + 0.5 * (lr - lr_min) * (1.0 + math.cos(math.pi * (step - 1) / steps))
 
 

@@ -8,7 +8,8 @@ import torch
 
 import lib
 from lib import data
-from lib.experiments import s1_sequences
+from lib.experiments import (add_output_noise, conv_features, delay_taps, r2_score, rho_ridge, s1_sequences,
+                             teacher_dataset, train_minibatch)
 
 torch.set_default_dtype(torch.float64)
 
@@ -128,6 +129,96 @@ EMPTY_AND_MIXED = [
 
 @pytest.mark.parametrize("call, exc, words", [c[1:] for c in EMPTY_AND_MIXED], ids=[c[0] for c in EMPTY_AND_MIXED])
 def test_empty_mixed_and_oversized_inputs(call, exc, words):
+    with pytest.raises(exc) as err:
+        call()
+    for w in words:
+        assert w in str(err.value), (w, str(err.value))
+
+
+_E, _x3 = torch.eye(3), torch.randn(2, 4, 3)
+
+
+def _rnn():
+    return lib.LinearRNN(4, 2, 1, nu_W=0.5, nu_F=1.0, nu_C=1.0, seed=0)
+
+
+# every public module: one or more arguments out of range, each a named error before any work
+ACROSS_MODULES = [
+    # (id, call, exception, words the message must contain)
+    ("conv_ntk rho length", lambda: lib.conv_ntk(torch.randn(2, 4, 1), torch.randn(2, 4, 1), torch.ones(3)), ValueError, ["rho"]),
+    ("conv_ntk n_y 0", lambda: lib.conv_ntk(torch.randn(2, 4, 1), torch.randn(2, 4, 1), torch.ones(4), n_y=0), ValueError, ["n_y"]),
+    ("conv_ntk_factor negative rho", lambda: lib.conv_ntk_factor(-torch.ones(3), 1, 1), ValueError, ["rho"]),
+    ("factored_ntk M shape", lambda: lib.factored_ntk(torch.eye(5), torch.randn(2, 4, 1), torch.randn(2, 4, 1), 1), ValueError, ["M"]),
+    ("empirical_ntk x1 dims", lambda: lib.empirical_ntk(_rnn(), torch.randn(4, 2), torch.randn(4, 2)), ValueError, ["x1"]),
+    ("markov_ntk_factor model type", lambda: lib.markov_ntk_factor(torch.nn.Linear(2, 2), 3), TypeError, ["model"]),
+    ("markov_jacobian T", lambda: lib.markov_jacobian(_rnn(), 0), ValueError, ["T"]),
+    ("ScaledConv rho dims", lambda: lib.ScaledConv(torch.ones(2, 2), 1, 1), ValueError, ["rho"]),
+    ("ScaledConv n_x 0", lambda: lib.ScaledConv(torch.ones(3), 0, 1), ValueError, ["n_x"]),
+    ("rho nu_W 1", lambda: lib.rho(3, 1.0, 1, 1), ValueError, ["nu_W"]),
+    ("rho_max nu_F 0", lambda: lib.rho_max(3, 0.0, 1.0), ValueError, ["nu_F"]),
+    ("loss_fn kind", lambda: lib.loss_fn(torch.zeros(2, 3, 1), torch.zeros(2, 3, 1), "l1"), ValueError, ["kind"]),
+    ("loss_fn shapes", lambda: lib.loss_fn(torch.zeros(2, 3, 1), torch.zeros(2, 4, 1)), ValueError, ["shape"]),
+    ("train_gd lr 0", lambda: lib.train_gd(_rnn(), torch.zeros(2, 3, 2), torch.zeros(2, 3, 1), lr=0.0, steps=1), ValueError, ["lr"]),
+    ("train_online steps 0", lambda: lib.train_online(lib.StackedGatedRNN(2, [3], 2, [0]), lib.ICLTask(K=1, T=3, d_x=1, d_y=1, batch=2), steps=0, data_seeds=[0]), ValueError, ["steps"]),
+    ("train_online seeds count", lambda: lib.train_online(lib.StackedGatedRNN(2, [3], 1, [0]), lib.ICLTask(K=1, T=3, d_x=1, d_y=1, batch=2), steps=2, data_seeds=[0, 1]), ValueError, ["data_seeds"]),
+    ("cosine_lr step", lambda: lib.cosine_lr(5, 3, 1e-3, 1e-6), ValueError, ["step"]),
+    ("ModuleStack empty", lambda: lib.ModuleStack([]), TypeError, ["members"]),
+    ("ICLTask K 0", lambda: lib.ICLTask(K=0, T=3, d_x=1, d_y=1, batch=2), ValueError, ["K"]),
+    ("TeacherTask shapes", lambda: lib.TeacherTask(torch.zeros(1, 2, 2), torch.zeros(1, 3, 3), torch.zeros(1, 2, 2), T=3, batch=2, x_std=1.0), ValueError, ["W_K"]),
+    ("lsa_teachers d 0", lambda: lib.lsa_teachers(0, [1]), ValueError, ["d"]),
+    ("lsa_teachers scale", lambda: lib.lsa_teachers(2, [1], scale=-1.0), ValueError, ["scale"]),
+    ("load_run unknown", lambda: lib.load_run("nope"), FileNotFoundError, ["nope"]),
+    ("StackedGatedRNN widths", lambda: lib.StackedGatedRNN(2, [0], 2, [0]), ValueError, ["widths"]),
+    ("LinearRNN nu_W", lambda: lib.LinearRNN(4, 1, 1, nu_W=2.0, nu_F=1., nu_C=1.), ValueError, ["nu_W"]),
+    ("LinearRNN x channels", lambda: _rnn()(torch.randn(1, 3, 5)), ValueError, ["x"]),
+    ("causal_conv L dims", lambda: lib.causal_conv(torch.randn(3, 1), torch.randn(2, 3, 1)), ValueError, ["L"]),
+    ("chebyshev T 0", lambda: lib.chebyshev_nodes(0), ValueError, ["T"]),
+    ("vandermonde_matrix nodes dims", lambda: lib.vandermonde_matrix(torch.ones(2, 2)), ValueError, ["nodes"]),
+    ("markov_parameters F rows", lambda: lib.markov_parameters(torch.eye(3), torch.ones(2, 1), torch.ones(1, 3), 3), ValueError, ["F"]),
+    ("add_output_noise snr nan", lambda: add_output_noise(torch.randn(2, 3, 1), float('nan')), ValueError, ["snr_db"]),
+    ("conv_features T_L", lambda: conv_features(torch.randn(2, 3, 1), T_L=0), ValueError, ["T_L"]),
+    ("delay_taps delay", lambda: delay_taps(torch.randn(3, 1, 1), 5), ValueError, ["delay"]),
+    ("r2_score shapes", lambda: r2_score(torch.zeros(2, 3), torch.zeros(3, 2)), ValueError, ["shape"]),
+    ("rho_ridge lam", lambda: rho_ridge(torch.randn(4, 3, 1), torch.randn(4, 3, 1), torch.ones(3), -1.0), ValueError, ["lam"]),
+    ("teacher_dataset n_train", lambda: teacher_dataset(torch.randn(3, 1, 1), 0, 2, 3), ValueError, ["n_train"]),
+    ("train_minibatch epochs", lambda: train_minibatch(_rnn(), torch.zeros(4, 3, 2), torch.zeros(4, 3, 1), lr=0.1, epochs=-1), ValueError, ["epochs"]),
+    ("s1_sequences fractions", lambda: s1_sequences(np.zeros((100, 3)), np.zeros((100, 2)), T=5, fractions=(0.5, 0.5, 0.5)), ValueError, ["fractions"]),
+    ("autoencoder_matrices a", lambda: lib.autoencoder_matrices(torch.eye(4), 0), ValueError, ["a"]),
+    ("shift_operators s", lambda: lib.shift_operators(2, 0), ValueError, ["s"]),
+    ("thin_svd rank", lambda: lib.thin_svd(torch.eye(3), rank=4), ValueError, ["rank"]),
+    ("thin_svd rtol", lambda: lib.thin_svd(torch.eye(3), rtol=-1.0), ValueError, ["rtol"]),
+    ("encode B rows", lambda: lib.encode(torch.eye(3), torch.ones(2, 2), [torch.ones(2, 2)]), ValueError, ["B"]),
+    ("fit_sequence_autoencoder rtol", lambda: lib.fit_sequence_autoencoder([torch.ones(2, 2)], rtol=-1.0), ValueError, ["rtol"]),
+    ("state_matrix max_length", lambda: lib.state_matrix([torch.ones(3, 2)], max_length=2), ValueError, ["max_length"]),
+    ("FeedforwardNet hidden", lambda: lib.FeedforwardNet(2, 3, 0), ValueError, ["hidden"]),
+    ("lag_matrix a", lambda: lib.lag_matrix(torch.ones(6), 4), ValueError, ["a"]),
+    ("linear_ff_outputs w", lambda: lib.linear_ff_outputs(torch.ones(2, 2), [torch.ones(3, 2)]), ValueError, ["w"]),
+    ("rank_and_timespan rtol", lambda: lib.rank_and_timespan(torch.ones(4), 2, rtol=-1.0), ValueError, ["rtol"]),
+    ("tanh_beta_star eps", lambda: lib.tanh_beta_star(1.0, 0.0), ValueError, ["eps"]),
+    ("tanh_memory_beta gain", lambda: lib.tanh_memory_beta(torch.eye(2), 1.0, 3, 0.0, 0.1), ValueError, ["gain"]),
+    ("LinearSelfAttention x dims", lambda: lib.LinearSelfAttention(_E, _E, _E)(torch.zeros(3, 3)), ValueError, ["dimensions"]),
+    ("lsa_instantaneous_tensor shapes", lambda: lib.lsa_instantaneous_tensor(_E,  torch.eye(2), _E), ValueError, ["W_"]),
+    ("GatedLinearRNN lam_init", lambda: lib.GatedLinearRNN(2, 3, 2, lam_init=(0.5, 1.5)), ValueError, ["lam_init"]),
+    ("construction_size d", lambda: lib.construction_size(0), ValueError, ["d"]),
+    ("instantaneous_tensor n_tokens", lambda: lib.instantaneous_tensor(lib.GatedLinearRNN(2, 3, 2), n_tokens=0), ValueError, ["n_tokens"]),
+    ("polynomial_coefficients dims", lambda: lib.polynomial_coefficients(torch.ones(2)), ValueError, ["C"]),
+    ("train_adamw steps", lambda: lib.train_adamw(lib.GatedLinearRNN(2, 3, 2), lambda g: (None, None), steps=0), ValueError, ["steps"]),
+    ("eta_star T", lambda: lib.eta_star(0, 3), ValueError, ["T"]),
+    ("gd_loss eta nan", lambda: lib.gd_loss(float('nan'), 3, 3), (TypeError, ValueError), ["eta"]),
+    ("icl_batch generator", lambda: lib.icl_batch(2, 3, 3, 3, generator=None), TypeError, ["generator"]),
+    ("optimal_gd_loss sigma_w2", lambda: lib.optimal_gd_loss(3, 3, 1.0, 0.0), ValueError, ["sigma_w2"]),
+    ("LRULayer r_max", lambda: lib.LRULayer(3, r_max=1.0), ValueError, ["r_max"]),
+    ("RecurrentNet kind", lambda: lib.RecurrentNet("rnn", 2, 3, 2), ValueError, ["kind"]),
+    ("lstm_from_attention scale", lambda: lib.lstm_from_attention(_E, _E, _E, scale=0.0), ValueError, ["scale"]),
+    ("glu_gating shapes", lambda: lib.glu_gating(torch.ones(2, 3), torch.ones(3, 3), 0.1), ValueError, ["W_m"]),
+    ("lru_from_gated type", lambda: lib.lru_from_gated(torch.nn.Linear(2, 2), 0.1), TypeError, ["model"]),
+    ("data unknown file", lambda: data.locate("nope.txt"), ValueError, ["nope.txt"]),
+    ("load_protein split", lambda: data.load_protein("validation"), ValueError, ["split"]),
+]
+
+
+@pytest.mark.parametrize("call, exc, words", [c[1:] for c in ACROSS_MODULES], ids=[c[0] for c in ACROSS_MODULES])
+def test_every_public_module_names_the_bad_argument(call, exc, words):
     with pytest.raises(exc) as err:
         call()
     for w in words:
