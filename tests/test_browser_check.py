@@ -32,6 +32,9 @@ PAGES = {
     "js_error.html": '<html><body><script>throw new Error("boom in page");</script></body></html>',
     "bad_link.html": '<html><body><a href="nowhere.html">x</a><a href="other.html#nosuch">y</a></body></html>',
     "redirect.html": '<html><head><meta http-equiv="refresh" content="0; url=clean.html"></head></html>',
+    "raw_table.html": "<html><body><p>| a | b |\n|---|---|\n| 1 | 2 |</p></body></html>",
+    "raw_role.html": "<html><body><p>as in {eq}`eq-gated-rnn` above</p></body></html>",
+    "raw_inline_math.html": "<html><body><p>the rate $\\eta^*$ here</p></body></html>",
 }
 
 
@@ -88,3 +91,9 @@ def test_broken_internal_links_fail(problems):
 
 def test_empty_site_fails(tmp_path):
     assert browser_check.check_site(tmp_path) != []
+
+
+@pytest.mark.parametrize("page, words", [("raw_table.html", "Markdown table"), ("raw_role.html", "MyST role"),
+                                         ("raw_inline_math.html", "inline math")])
+def test_markdown_left_as_text_fails(problems, page, words):
+    assert any(words in p for p in of(problems, page)), of(problems, page)

@@ -10,7 +10,10 @@ Every HTML page of the build is opened from disk (file://, as a reader would) an
   * have its math typeset by MathJax: every Sphinx ``.math`` element holds an
     ``mjx-container``, there is no MathJax error node, and no raw ``$$``, ``\\[`` or ``\\(``
     delimiters survive in the text outside code;
-  * show every ``<img>`` (complete and naturalWidth > 0).
+  * show every ``<img>`` (complete and naturalWidth > 0);
+  * show no Markdown as text: no paragraph that is a pipe table (``| a | b |``), no MyST role
+    (``{eq}`...```, ``{ref}``, ``{cite}``, ``{glue}``...) and no inline ``$...$`` math left
+    in the text outside code.
 In addition every internal link (``<a href>`` to a local file, with its ``#fragment``) must
 resolve to an existing page and anchor; this part is checked on the HTML source.
 
@@ -61,6 +64,12 @@ async () => {
        .forEach(el => el.remove());
   const text = clone.textContent;
   out.rawDelimiters = ["$$", "\\[", "\\("].filter(d => text.includes(d));
+  // Markdown that reached the page as text: pipe tables, MyST roles, inline $...$ math
+  out.rawTables = [...clone.querySelectorAll("p")]
+      .filter(p => /^\s*\|/.test(p.textContent) && (p.textContent.match(/\|/g) || []).length >= 4)
+      .map(p => p.textContent.trim().slice(0, 60));
+  out.rawRoles = (text.match(/\{(eq|ref|numref|doc|cite(:[tp])?|glue(:text)?|prf:ref)\}`[^`]*`/g) || []).slice(0, 5);
+  out.rawInlineMath = (text.match(/\$[^$\s][^$\n]{0,80}?\$/g) || []).slice(0, 5);
   return out;
 }
 """
@@ -188,6 +197,12 @@ def check_pages(root: Path, page_list: list[Path], timeout_ms: int = 60_000) -> 
                 problems.append(f"{rel}: {info['mathErrors']} MathJax error node(s)")
             for d in info["rawDelimiters"]:
                 problems.append(f"{rel}: raw math delimiter {d!r} left in the page text")
+            for t in info["rawTables"]:
+                problems.append(f"{rel}: a Markdown table left as text: {t!r}")
+            for r in info["rawRoles"]:
+                problems.append(f"{rel}: a MyST role left as text: {r!r}")
+            for m in info["rawInlineMath"]:
+                problems.append(f"{rel}: inline math left as text: {m!r}")
             page.close()
         context.close()
         browser.close()
