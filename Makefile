@@ -13,7 +13,7 @@ export OMP_WAIT_POLICY ?= PASSIVE
 # pip's configured extra indexes that do not exist on every machine print noise; drop it
 PIPQUIET := grep -v "is ignored: it is neither a file nor a directory" || true
 
-.PHONY: book test chapter bench paper setup mathjax clean list
+.PHONY: book test chapter bench paper setup mathjax clean list help browser
 .DEFAULT_GOAL := book
 
 ## make book: venv + install, execute changed chapters with papermill, build _build/html
@@ -21,7 +21,7 @@ book: setup
 	$(BIN)/python tools/book.py build
 
 ## make test: library tests, every chapter executed, strict HTML build, browser check
-test: setup
+test: setup browser
 	$(BIN)/python -m pytest
 
 ## make chapter CH=01 ARGS="-p T 24": re-execute one chapter with other parameters
@@ -43,12 +43,28 @@ bench: setup
 
 setup: $(STAMP) $(MATHJAX)
 
+# the Python version is checked before a venv is made; the stamp is written only after both
+# installs succeeded (pip's exit status passes through the filter: pipefail)
 $(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else 1)' || { \
+	  echo "make: Python 3.11 is required, $(PYTHON) is $$($(PYTHON) --version 2>&1); run make PYTHON=/path/to/python3.11"; exit 2; }
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else "Python 3.11 is required")'
-	$(BIN)/python -m pip install --quiet --upgrade pip 2>&1 | $(PIPQUIET)
-	$(BIN)/python -m pip install --quiet -e '.[test]' 2>&1 | $(PIPQUIET)
+	@rm -f $@
+	$(BIN)/python -m pip install --quiet --upgrade pip 2>&1 | { $(PIPQUIET); }
+	$(BIN)/python -m pip install --quiet -e '.[test]' 2>&1 | { $(PIPQUIET); }
 	@touch $@
+
+# the browser check of make test needs Chromium: installed with apt-get where that is possible
+browser:
+	@[ -x "$${CHROMIUM:-/usr/bin/chromium}" ] || { \
+	  if [ "$$(id -u)" -eq 0 ] && command -v apt-get >/dev/null; then \
+	    echo "make: installing chromium (apt-get)"; apt-get update -qq && \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null; \
+	  else echo "make test needs Chromium: sudo apt-get install chromium (or set CHROMIUM=/path/to/chromium)"; exit 2; fi; }
+
+## make help: this list
+help:
+	@grep -E '^## ' $(firstword $(MAKEFILE_LIST)) | sed 's/^## /  /'
 
 # MathJax is served from the build (the book works offline): npm registry -> .cache/mathjax
 mathjax: $(MATHJAX)
