@@ -176,6 +176,58 @@ def declared_parameters(nb_path: Path) -> dict:
     return out
 
 
+def declared_types(nb_path: Path) -> dict:
+    """The type hint of every parameter of the ``parameters`` cell (``name: type = value``), as
+    written ("int", "list[float]", "Optional[int]", ...); a parameter without one is absent."""
+    import ast
+
+    import nbformat
+
+    nb = nbformat.read(nb_path, as_version=4)
+    cell = next(c for c in nb.cells if c.cell_type == "code" and "parameters" in c.metadata.get("tags", []))
+    out = {}
+    for node in ast.parse(cell.source).body:
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            ann = node.annotation
+            out[node.target.id] = ann.value if isinstance(ann, ast.Constant) else ast.unparse(ann)
+    return out
+
+
+def conforms(value, annotation: str) -> bool:
+    """Whether ``value`` fits a parameter's type hint: int, float (an int is a float), str, bool,
+    list / tuple (optionally list[X] or tuple[X, ...]) and Optional[X]."""
+    a = annotation.replace(" ", "")
+    if a.startswith("Optional[") and a.endswith("]"):
+        return value is None or conforms(value, a[len("Optional["):-1])
+    if a == "int":
+        return isinstance(value, int) and not isinstance(value, bool)
+    if a == "float":
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if a == "str":
+        return isinstance(value, str)
+    if a == "bool":
+        return isinstance(value, bool)
+    for kind in ("list", "tuple"):
+        if a == kind:
+            return isinstance(value, (list, tuple))
+        if a.startswith(kind + "[") and a.endswith("]"):
+            inner = a[len(kind) + 1:-1].split(",")
+            if not isinstance(value, (list, tuple)):
+                return False
+            if kind == "list" or len(inner) == 1:
+                return all(conforms(v, inner[0]) for v in value)
+            return len(value) == len(inner) and all(conforms(v, t) for v, t in zip(value, inner))
+    return True   # a hint this checker does not know: not checked
+
+
+def check_parameter_types(src: Path, parameters: dict, types: dict) -> None:
+    """A BookError naming the first parameter whose value does not fit its type hint."""
+    for name, value in parameters.items():
+        if name in types and not conforms(value, types[name]):
+            raise BookError(f"{src.name}: parameter {name} must be {types[name]}, got {value!r} "
+                            f"({type(value).__name__})")
+
+
 def kernel_env() -> dict:
     env = dict(os.environ)
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
@@ -200,6 +252,7 @@ def run_papermill(src: Path, out: Path, parameters: dict | None = None) -> float
                 f"{src.name}: unknown parameter(s) {', '.join(unknown)}; "
                 f"the parameters cell declares: {', '.join(known)}"
             )
+        check_parameter_types(src, parameters, declared_types(work))
     out.parent.mkdir(parents=True, exist_ok=True)
     old_env = dict(os.environ)
     os.environ.update(kernel_env())
@@ -332,16 +385,40 @@ def build_html(strict: bool = False) -> Path:
 # ----------------------------------------------------------------------------- one chapter
 
 def parse_value(text: str):
-    """Values of ``-p NAME VALUE`` are read as YAML, like papermill's CLI (24 -> int, 0.5 -> float)."""
+    """A ``-p NAME VALUE`` value, read as papermill's command line reads it: True, False, None,
+    an int, a float (1e-3 included), else the string itself.  In addition a value that starts
+    with ``[`` or ``(`` is read as a list (YAML flow syntax), e.g. ``-p widths "[8, 16]"``."""
     import yaml
 
-    return yaml.safe_load(text)
+    if text in ("True", "False"):
+        return text == "True"
+    if text == "None":
+        return None
+    for cast in (int, float):
+        try:
+            return cast(text)
+        except ValueError:
+            pass
+    if text.strip().startswith(("[", "(")):
+        value = yaml.safe_load(text.strip().replace("(", "[").replace(")", "]"))
+        return [parse_value(str(v)) if isinstance(v, str) else v for v in value] if isinstance(value, list) else value
+    return text
 
 
 def run_chapter(ch: str, params: dict) -> Path:
     src = resolve(ch)
     out_dir = BUILD / "chapters"
     out = out_dir / (src.stem + ".ipynb")
+    if params:            # names and types checked before anything runs or is announced
+        EXEC.mkdir(parents=True, exist_ok=True)
+        work = EXEC / (src.stem + ".check.ipynb")
+        to_notebook(src, work)
+        known = declared_parameters(work)
+        unknown = sorted(set(params) - set(known))
+        if unknown:
+            raise BookError(f"{src.name}: unknown parameter(s) {', '.join(unknown)}; "
+                            f"the parameters cell declares: {', '.join(known)}")
+        check_parameter_types(src, params, declared_types(work))
     print(f"[book] {src.stem}: executing with parameters {params or '(defaults)'}", flush=True)
     try:
         wall = run_papermill(src, out, params)
