@@ -13,7 +13,7 @@ export OMP_WAIT_POLICY ?= PASSIVE
 # pip's configured extra indexes that do not exist on every machine print noise; drop it
 PIPQUIET := grep -v "is ignored: it is neither a file nor a directory" || true
 
-.PHONY: book test chapter bench paper setup mathjax clean list help browser
+.PHONY: book test chapter bench paper setup mathjax clean list help browser lab
 .DEFAULT_GOAL := book
 
 ## make book: venv + install, execute changed chapters with papermill, build _build/html
@@ -61,6 +61,11 @@ browser:
 	    echo "make: installing chromium (apt-get)"; apt-get update -qq && \
 	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null; \
 	  else echo "make test needs Chromium: sudo apt-get install chromium (or set CHROMIUM=/path/to/chromium)"; exit 2; fi; }
+
+## make lab: JupyterLab (installed on first use) to edit the chapters as notebooks
+lab: setup
+	@$(BIN)/python -c 'import jupyterlab' 2>/dev/null || $(BIN)/python -m pip install --quiet -e '.[test,edit]'
+	$(BIN)/jupyter lab book/
 
 ## make help: this list
 help:

@@ -265,3 +265,28 @@ def test_values_are_read_like_papermill_cli():
     assert book.parse_value("1e-3") == 1e-3 and book.parse_value("None") is None
     assert book.parse_value("True") is True and book.parse_value("-3") == -3
     assert book.parse_value("(8, 16)") == [8, 16]
+
+
+@pytest.mark.parametrize("src", book.chapters(), ids=lambda p: p.stem)
+def test_chapter_round_trips_through_jupytext_unchanged(src):
+    """Opening a chapter as a notebook and saving it (jupytext, with the repository's
+    jupytext.toml) writes back exactly the same text: an edit changes only what was edited."""
+    import jupytext
+    from jupytext.config import load_jupytext_config
+
+    config = load_jupytext_config(str(src.parent))
+    assert config is not None, "jupytext.toml not found"
+    text = src.read_text()
+    assert jupytext.writes(jupytext.reads(text, fmt="md:myst"), fmt="md:myst", config=config) == text
+
+
+def test_executed_notebooks_are_plain_notebooks(tmp_path):
+    """The .ipynb that papermill executes (and each page offers for download) carries no
+    jupytext pairing metadata and is a valid nbformat 4 notebook."""
+    import nbformat
+
+    nb_path = tmp_path / "07.ipynb"
+    book.to_notebook(book.resolve("07"), nb_path)
+    nb = nbformat.read(nb_path, as_version=4)
+    nbformat.validate(nb)
+    assert "jupytext" not in nb.metadata and nb.metadata["kernelspec"]["name"] == "python3"

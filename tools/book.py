@@ -136,6 +136,9 @@ def to_notebook(src: Path, dest: Path) -> None:
     import jupytext
 
     nb = jupytext.read(src)
+    # a plain notebook: without jupytext's pairing metadata ("formats": "md:myst") the executed
+    # and downloadable .ipynb opens in any Jupyter as itself
+    nb.metadata.pop("jupytext", None)
     nb.metadata.setdefault("kernelspec", {"name": "python3", "display_name": "Python 3", "language": "python"})
     nb.metadata["kernelspec"]["name"] = "python3"
     dest.parent.mkdir(parents=True, exist_ok=True)
