@@ -9,6 +9,8 @@ ROOT = Path(__file__).resolve().parent.parent
 # conda-forge names of packages whose pip names differ
 CONDA_TO_PIP = {"pytorch": "torch"}
 NOT_PACKAGES = {"python", "pip"}
+# build tools the pip path takes from the system (Node's npm for MathJax, a C compiler)
+SYSTEM_TOOLS = {"nodejs", "c-compiler"}
 
 
 def _split(spec: str) -> tuple[str, str]:
@@ -32,7 +34,7 @@ def conda_requirements() -> dict[str, str]:
         if isinstance(dep, dict):  # the pip: section installs the project itself
             continue
         name, version = _split(dep)
-        if name in NOT_PACKAGES:
+        if name in NOT_PACKAGES or name in SYSTEM_TOOLS:
             continue
         out[CONDA_TO_PIP.get(name, name)] = version
     return out
@@ -43,6 +45,13 @@ def test_same_packages_and_versions():
     assert sorted(set(pip) - set(conda)) == [], "in pyproject.toml but not environment.yml"
     assert sorted(set(conda) - set(pip)) == [], "in environment.yml but not pyproject.toml"
     assert {k: v for k, v in pip.items() if conda[k] != v} == {}, "different version constraints"
+
+
+def test_conda_environment_brings_the_build_tools():
+    env = yaml.safe_load((ROOT / "environment.yml").read_text())
+    names = {_split(d)[0] for d in env["dependencies"] if isinstance(d, str)}
+    assert SYSTEM_TOOLS <= names, SYSTEM_TOOLS - names
+    assert "python=3.11" in env["dependencies"]
 
 
 def test_pins_that_matter():
