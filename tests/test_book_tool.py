@@ -290,3 +290,22 @@ def test_executed_notebooks_are_plain_notebooks(tmp_path):
     nb = nbformat.read(nb_path, as_version=4)
     nbformat.validate(nb)
     assert "jupytext" not in nb.metadata and nb.metadata["kernelspec"]["name"] == "python3"
+
+
+@pytest.mark.book
+def test_make_chapter_page_looks_like_the_book(tmp_path):
+    """`make chapter` re-executes Chapter 8 and renders its page with the book's configuration:
+    theorems as theorem boxes, citations linked to the bibliography, no MyST markup left as
+    text, and the page passes the same browser check as the book (MathJax typeset offline)."""
+    sys.path.insert(0, str(ROOT / "tools"))
+    import browser_check
+
+    res = run_tool("chapter", "08", "-p", "seed", "2")
+    assert res.returncode == 0, res.stderr[-3000:]
+    site = ROOT / "_build" / "chapters" / "08_linear_ff_to_rnn" / "_build" / "html"
+    page = (site / "book" / "08_linear_ff_to_rnn.html").read_text()
+    assert page.count('class="proof') >= 2                       # definition 3.1, theorem 3.1 (+ proof)
+    assert 'href="bibliography.html#' in page                    # {cite:t} resolved to the bibliography
+    assert "{cite" not in page and ":::{prf" not in page and "{eq}`" not in page
+    assert "seed = 2" in (site / "book" / "index.html").read_text()
+    assert browser_check.check_site(site) == []

@@ -4,7 +4,8 @@
     python tools/book.py build [--strict]             execute, then jupyter-book build -> _build/html
     python tools/book.py chapter CH [-p NAME VALUE]... [-f params.yaml]
                                                       re-execute one chapter with other parameters
-                                                      into _build/chapters/ (notebook + HTML page)
+                                                      into _build/chapters/ (notebook + its page,
+                                                      rendered by jupyter-book as in the book)
     python tools/book.py list                         the chapters, in table-of-contents order
 
 A *chapter* is a jupytext MyST notebook ``book/NN_subject.md`` listed in ``_toc.yml``.  Its
@@ -429,16 +430,47 @@ def run_chapter(ch: str, params: dict) -> Path:
         raise
     except Exception as exc:
         raise BookError(f"{src.stem} failed; the executed notebook with the error is {out}\n{exc}") from exc
-    html = out.with_suffix(".html")
-    import nbformat
-    from nbconvert import HTMLExporter
-
-    exporter = HTMLExporter()
-    exporter.mathjax_url = os.path.relpath(MATHJAX, out_dir) if MATHJAX.is_file() else exporter.mathjax_url
-    body, _ = exporter.from_notebook_node(nbformat.read(out, as_version=4))
-    html.write_text(body)
-    print(f"[book] {src.stem}: {wall:.1f} s\n[book] notebook: {out}\n[book] page:     {html}", flush=True)
+    print(f"[book] {src.stem}: executed in {wall:.1f} s; rendering its page with the book's configuration",
+          flush=True)
+    html = build_chapter_page(src, out, params)
+    print(f"[book] notebook: {out}\n[book] page:     {html}", flush=True)
     return out
+
+
+def build_chapter_page(src: Path, nb: Path, params: dict) -> Path:
+    """Render a re-executed chapter as the book renders it: jupyter-book, the book's _config.yml,
+    the notation page and the bibliography, in a small book of its own under
+    _build/chapters/NN_subject/ (theorems, citations, numbered equations, offline MathJax).
+    References to other chapters stay unresolved there (a warning, not an error)."""
+    import shutil
+
+    site = BUILD / "chapters" / src.stem
+    shutil.rmtree(site, ignore_errors=True)
+    (site / "book").mkdir(parents=True)
+    for name in ("_config.yml", "references.bib", ".cache"):
+        if (ROOT / name).exists():
+            (site / name).symlink_to(ROOT / name)
+    for name in ("notation.md", "bibliography.md"):
+        (site / "book" / name).symlink_to(BOOK / name)
+    shutil.copy(nb, site / "book" / nb.name)
+    shown = ", ".join(f"{k} = {v!r}" for k, v in params.items()) or "the defaults"
+    (site / "book" / "index.md").write_text(
+        f"# {src.stem}: re-executed\n\nThis is the chapter `{src.name}` executed by `make chapter` with "
+        f"{shown}, rendered with the book's configuration. The book itself is in `_build/html`.\n")
+    (site / "_toc.yml").write_text(
+        "format: jb-book\nroot: book/index\nparts:\n"
+        f"  - caption: Re-executed chapter\n    chapters:\n      - file: book/{nb.stem}\n"
+        "  - caption: Front matter and references\n    chapters:\n      - file: book/notation\n"
+        "      - file: book/bibliography\n")
+    jb = Path(sys.executable).with_name("jupyter-book")
+    cmd = ([str(jb)] if jb.is_file() else [sys.executable, "-m", "jupyter_book"]) + [
+        "build", str(site), "--builder", "html", "--quiet"]
+    res = subprocess.run(cmd, cwd=site, capture_output=True, text=True)
+    page = site / "_build" / "html" / "book" / (nb.stem + ".html")
+    if res.returncode != 0 or not page.is_file():
+        raise BookError(f"rendering {src.stem} failed (jupyter-book exit {res.returncode}):\n"
+                        f"{(res.stdout + res.stderr)[-3000:]}")
+    return page
 
 
 # ----------------------------------------------------------------------------- command line
