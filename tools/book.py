@@ -241,6 +241,25 @@ def kernel_env() -> dict:
     return env
 
 
+def _ipc_kernel_manager():
+    """A kernel manager that talks to the kernel over local IPC sockets (in a private temporary
+    folder) instead of TCP: nothing listens on a port, and ipykernel has no reason to warn that
+    the kernel is "running over TCP without encryption" for every chapter."""
+    import tempfile
+
+    from jupyter_client.manager import AsyncKernelManager
+    from traitlets import CaselessStrEnum, default
+
+    class IPCKernelManager(AsyncKernelManager):
+        transport = CaselessStrEnum(["tcp", "ipc"], default_value="ipc", config=True)
+
+        @default("ip")
+        def _ip_default(self):
+            return os.path.join(tempfile.mkdtemp(prefix="rnnbook-kernel-"), "kernel")
+
+    return IPCKernelManager
+
+
 def run_papermill(src: Path, out: Path, parameters: dict | None = None) -> float:
     """Convert ``src`` and execute it with papermill into ``out``; returns the wall time (s)."""
     import papermill
@@ -265,6 +284,7 @@ def run_papermill(src: Path, out: Path, parameters: dict | None = None) -> float
         papermill.execute_notebook(
             str(work), str(out), parameters=parameters, cwd=str(BOOK), kernel_name="python3",
             progress_bar=False, log_output=False, report_mode=False,
+            kernel_manager_class=_ipc_kernel_manager(),
         )
     finally:
         os.environ.clear()
