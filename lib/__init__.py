@@ -20,6 +20,7 @@ Modules, by subject:
     gated        gated diagonal linear RNNs, the attention construction, exact polynomials
     icl          in-context linear regression, eta*, the optimal one-step GD loss
     recurrent_cells  LRU / LSTM / GRU networks and the LSTM construction of App. A
+    claims       a chapter's claims: asserted at the settings they were argued for, else reported
 
 Every function takes tensors and plain numbers, returns tensors, works in float64 by
 default and validates its arguments before doing any work.
@@ -84,8 +85,10 @@ from .gated import (
 from .icl import eta_star, gd_loss, gd_predict, icl_batch, optimal_gd_loss
 from .recurrent_cells import (RECURRENT_KINDS, LRULayer, RecurrentNet, glu_gating, lru_from_gated,
                               lru_in_from_attention, lstm_from_attention)
+from .claims import Claims
 
 __all__ = [
+    "Claims",
     "conv_ntk",
     "conv_ntk_factor",
     "empirical_ntk",

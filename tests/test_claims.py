@@ -1,0 +1,26 @@
+"""lib.Claims: a claim is asserted at the settings it was argued for, reported elsewhere."""
+import pytest
+
+import lib
+
+
+def test_claims_assert_at_the_argued_settings():
+    c = lib.Claims({"steps": 3000, "lr": 2e-2}, {"steps": 3000, "lr": 0.02, "other": 1})
+    assert c.asserted and c.check(True, "fine")
+    with pytest.raises(AssertionError, match="loss below"):
+        c.check(False, "loss below 1e-3")
+
+
+def test_claims_report_elsewhere(capsys):
+    c = lib.Claims({"steps": 3000, "lr": 2e-2}, {"steps": 500, "lr": 2e-2})
+    assert not c.asserted
+    assert c.check(False, "loss below 1e-3") is False
+    out = capsys.readouterr().out
+    assert "does not hold" in out and "steps = 500 (argued for 3000)" in out and "lr" not in out.split("]")[0]
+
+
+def test_claims_bad_input():
+    with pytest.raises(ValueError, match="argued"):
+        lib.Claims({}, {})
+    with pytest.raises(ValueError, match="not defined in the chapter: steps"):
+        lib.Claims({"steps": 1}, {})
