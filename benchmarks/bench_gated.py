@@ -3,7 +3,7 @@
 The parallel forward computes the input gating for all t in one matrix product, runs the
 diagonal recurrence (in evaluation, as here: one in-place elementwise pass over time; with
 gradients: the log2(T)-step scan of lib.diagonal_scan) and applies the output gating to all t
-at once; the reference loops over t.  Sizes of the Performance section of issue 6:
+at once; the reference loops over t.  Sizes (those of the teacher-student task):
 T = 32, batch 64, |h| = 100, float64, CPU.  Target: ratio >= 3, max relative error <= 1e-10.
 Both paths do the same matrix products (about 90 MFLOP at that size), so the parallel path can
 only win the loop's per-step dispatch overhead; where the products dominate (large |h|, a busy

@@ -1,4 +1,4 @@
-"""Benchmarks of the linear-RNN engine (issue 3): Markov-parameter engine vs the recurrence.
+"""Benchmarks of the linear-RNN engine: Markov-parameter engine vs the recurrence.
 
     python benchmarks/bench_linear_rnn.py [--quick]
 

@@ -1,4 +1,4 @@
-"""The fast Markov-parameter engine of LinearRNN equals the reference recurrence (issue 3)."""
+"""The fast Markov-parameter engine of LinearRNN equals the reference recurrence."""
 import math
 
 import pytest
