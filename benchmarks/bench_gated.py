@@ -33,7 +33,7 @@ from run import alternating_best  # noqa: E402
 def run(quick: bool = False) -> list[dict]:
     """One row per configuration: name, reference_s, fast_s, ratio, max_rel_err, target_ratio."""
     rounds = 4 if quick else 20       # alternating blocks of 3 calls each (run.alternating_best)
-    # the issue's size first; |h| = 16 shows the regime where per-step overhead dominates the loop
+    # the teacher-student size first; |h| = 16 shows the regime where per-step overhead dominates the loop
     configs = [("GatedLinearRNN forward, T=32, B=64, |h|=100, float64", 32, 64, 100, 4),
                ("GatedLinearRNN forward, T=32, B=64, |h|=16, float64", 32, 64, 16, 4)]
     if not quick:
