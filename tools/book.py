@@ -335,15 +335,17 @@ def execute(selected: list[str] | None = None, force: bool = False) -> list[str]
     failures = []
     # chapters that tabulate timings run last, after every other record is up to date
     srcs = [s for s in srcs if s.stem not in TIMING_READERS] + [s for s in srcs if s.stem in TIMING_READERS]
-    for src in srcs:
+    t_all = time.perf_counter()
+    for i, src in enumerate(srcs, 1):
+        tag = f"({i}/{len(srcs)}, {time.perf_counter() - t_all:.0f} s) {src.stem}"
         record = EXEC / (src.stem + ".json")
         out = src.with_suffix(".ipynb")
         digest = input_digest(src, lib_hash)
         if not force and out.is_file() and record.is_file():
             if json.loads(record.read_text()).get("digest") == digest and not incomplete_cells(out):
-                print(f"[book] {src.stem}: unchanged, not re-executed", flush=True)
+                print(f"[book] {tag}: unchanged, not re-executed", flush=True)
                 continue
-        print(f"[book] {src.stem}: executing with papermill ...", flush=True)
+        print(f"[book] {tag}: executing with papermill ...", flush=True)
         # the record goes first and the notebook is written beside its final place, then renamed:
         # an interrupted or killed run leaves no record and no half-executed notebook behind, so
         # the next run executes the chapter again instead of publishing it
@@ -367,7 +369,7 @@ def execute(selected: list[str] | None = None, force: bool = False) -> list[str]
             raise BookError(f"{src.stem}: papermill returned but cells {bad} did not complete; "
                             f"notebook left at {partial}")
         os.replace(partial, out)
-        print(f"[book] {src.stem}: {wall:.1f} s", flush=True)
+        print(f"[book] {tag}: done in {wall:.1f} s", flush=True)
         timings = read_timings()
         if src.stem not in TIMING_READERS:
             timings[src.stem] = {
