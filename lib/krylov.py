@@ -289,6 +289,8 @@ def krylov_rows(W: torch.Tensor, Q0: torch.Tensor | None, T: int, s: float,
     the sequences, or torch.func transforms, get the torch path automatically.
     ``kernel=False`` forces the torch path (the Performance appendix compares the two).
     """
+    if not isinstance(T, int) or T < 1:          # the one check of the hot path: it costs nothing
+        raise ValueError(f"T must be an integer >= 1, got {T!r}")
     if W.dim() == 2 and not W.is_contiguous() and W.mT.is_contiguous():
         P, Q = krylov_rows(W.mT, P0, T, s, Q0, add_Q=add_P, add_P=add_Q, kernel=kernel)
         return Q, P

@@ -53,6 +53,9 @@ def protein_sequences(data: ProteinSet, code: torch.Tensor | None = None):
 
 def accuracy(pred: torch.Tensor, target: torch.Tensor) -> float:
     """Fraction of prefixes where ``sign(pred) == target`` (targets ±1)."""
+    if not (isinstance(pred, torch.Tensor) and isinstance(target, torch.Tensor)) or pred.shape != target.shape:
+        raise ValueError(f"pred and target must be tensors of the same shape, got "
+                         f"{getattr(pred, 'shape', type(pred).__name__)} and {getattr(target, 'shape', type(target).__name__)}")
     return float((torch.where(pred >= 0, 1.0, -1.0) == target).double().mean())
 
 

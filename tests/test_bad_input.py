@@ -212,6 +212,13 @@ ACROSS_MODULES = [
     ("lstm_from_attention scale", lambda: lib.lstm_from_attention(_E, _E, _E, scale=0.0), ValueError, ["scale"]),
     ("glu_gating shapes", lambda: lib.glu_gating(torch.ones(2, 3), torch.ones(3, 3), 0.1), ValueError, ["W_m"]),
     ("lru_from_gated type", lambda: lib.lru_from_gated(torch.nn.Linear(2, 2), 0.1), TypeError, ["model"]),
+    ("protein accuracy shapes", lambda: __import__("lib.protein").protein.accuracy(torch.zeros(3), torch.zeros(4)),
+     ValueError, ["pred", "target"]),
+    ("protein prefix_onehot symbols",
+     lambda: __import__("lib.protein").protein.prefix_onehot([torch.tensor([0, 5])], 3, 2), ValueError, ["indices"]),
+    ("protein amino_code dim", lambda: __import__("lib.protein").protein.amino_code(dim=0), ValueError, ["dim"]),
+    ("krylov_rows T", lambda: __import__("lib.krylov").krylov.krylov_rows(torch.eye(3), torch.ones(1, 3), 0, 1.0),
+     ValueError, ["T"]),
     ("data unknown file", lambda: data.locate("nope.txt"), ValueError, ["nope.txt"]),
     ("load_protein split", lambda: data.load_protein("validation"), ValueError, ["split"]),
 ]
