@@ -59,12 +59,6 @@ ERRORS = [
 ]
 
 
-@pytest.mark.parametrize("call, exc, words", [c[1:] for c in ERRORS], ids=[c[0] for c in ERRORS])
-def test_bad_input_is_a_clear_error(call, exc, words):
-    with pytest.raises(exc) as err:
-        call()
-    for w in words:
-        assert w in str(err.value), (w, str(err.value))
 
 
 def test_rho_with_a_tiny_nu_w_is_finite_and_right():
@@ -127,12 +121,6 @@ EMPTY_AND_MIXED = [
 ]
 
 
-@pytest.mark.parametrize("call, exc, words", [c[1:] for c in EMPTY_AND_MIXED], ids=[c[0] for c in EMPTY_AND_MIXED])
-def test_empty_mixed_and_oversized_inputs(call, exc, words):
-    with pytest.raises(exc) as err:
-        call()
-    for w in words:
-        assert w in str(err.value), (w, str(err.value))
 
 
 _E, _x3 = torch.eye(3), torch.randn(2, 4, 3)
@@ -224,8 +212,12 @@ ACROSS_MODULES = [
 ]
 
 
-@pytest.mark.parametrize("call, exc, words", [c[1:] for c in ACROSS_MODULES], ids=[c[0] for c in ACROSS_MODULES])
-def test_every_public_module_names_the_bad_argument(call, exc, words):
+ALL_CASES = ERRORS + EMPTY_AND_MIXED + ACROSS_MODULES
+
+
+@pytest.mark.parametrize("call, exc, words", [c[1:] for c in ALL_CASES], ids=[c[0] for c in ALL_CASES])
+def test_bad_input_is_a_clear_error(call, exc, words):
+    """Each case: the exception type, and every word the message must contain (the argument)."""
     with pytest.raises(exc) as err:
         call()
     for w in words:
