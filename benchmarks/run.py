@@ -80,7 +80,7 @@ def format_table(rows: list[dict]) -> str:
     for r in rows:
         ok = r.get("ok", r["ratio"] >= r["target_ratio"] and r["max_rel_err"] <= EXACT_TOL)
         lines.append(f"{r['name']:<44} {r['reference_s']:>12.4f} {r['fast_s']:>10.4f} "
-                     f"{r['ratio']:>7.1f}x {r['target_ratio']:>6.0f}x {r['max_rel_err']:>12.2e}  "
+                     f"{r['ratio']:>7.1f}x {r['target_ratio']:>6g}x {r['max_rel_err']:>12.2e}  "
                      f"{'yes' if ok else 'NO'}")
     return "\n".join(lines)
 

@@ -13,6 +13,10 @@ use with the system C compiler and cached) takes each row w_i of W once and form
 entry w_i . q of every A q and adds p_i w_i to every A^T p.  At n = 1000 one fused step costs
 less than one BLAS matrix-vector product (Performance appendix).
 
+numba gives the same single pass without a C compiler, at the same speed, but a process that
+uses it starts several times later (import and code loading); the Performance appendix measures
+both (benchmarks/bench_krylov_numba.py) and says why the kernel stays in C.
+
 Without a C compiler (or with ``RNNBOOK_KERNEL=0``/``false``/``no``/``off``, any case) the same
 sequences are computed with torch products, one per sequence and step; both paths give the
 same numbers up to the order of summation (tests/test_krylov.py).  The kernel is used only for
