@@ -35,6 +35,11 @@ PAGES = {
     "raw_table.html": "<html><body><p>| a | b |\n|---|---|\n| 1 | 2 |</p></body></html>",
     "raw_role.html": "<html><body><p>as in {eq}`eq-gated-rnn` above</p></body></html>",
     "raw_inline_math.html": "<html><body><p>the rate $\\eta^*$ here</p></body></html>",
+    "two_search.html": '<html><body><button class="search-button-field">Search</button>'
+                       '<div><button class="search-button-field">Search</button></div></body></html>',
+    "07_no_source.html": '<html><body><a href="_sources/07_no_source.ipynb">.ipynb</a></body></html>',
+    "08_with_source.html": '<html><body><button class="search-button-field">Search</button>'
+                           '<a href="_sources/08_with_source.md">.md</a></body></html>',
 }
 
 
@@ -45,6 +50,9 @@ def problems(tmp_path_factory):
     site = tmp_path_factory.mktemp("site")
     shutil.copytree(MATHJAX, site / "mathjax")
     (site / "ok.png").write_bytes(PNG_1PX)
+    (site / "_sources").mkdir()
+    (site / "_sources" / "08_with_source.md").write_text("# a chapter source\n")
+    (site / "_sources" / "07_no_source.ipynb").write_text("{}")
     for name, html in PAGES.items():
         (site / name).write_text(html)
     return browser_check.check_site(site)
@@ -58,6 +66,7 @@ def test_clean_page_passes(problems):
     assert of(problems, "clean.html") == []
     assert of(problems, "other.html") == []
     assert of(problems, "redirect.html") == []
+    assert of(problems, "08_with_source.html") == []     # a chapter page with its .md and one search box
 
 
 def test_broken_image_fails(problems):
@@ -97,3 +106,12 @@ def test_empty_site_fails(tmp_path):
                                          ("raw_inline_math.html", "inline math")])
 def test_markdown_left_as_text_fails(problems, page, words):
     assert any(words in p for p in of(problems, page)), of(problems, page)
+
+
+def test_two_search_boxes_fail(problems):
+    assert any("2 search boxes" in p for p in of(problems, "two_search.html")), of(problems, "two_search.html")
+
+
+def test_chapter_page_without_its_md_source_fails(problems):
+    found = of(problems, "07_no_source.html")
+    assert any("07_no_source.md" in p for p in found), found

@@ -469,9 +469,10 @@ def build_chapter_page(src: Path, nb: Path, params: dict) -> Path:
     site = BUILD / "chapters" / src.stem
     shutil.rmtree(site, ignore_errors=True)
     (site / "book").mkdir(parents=True)
-    for name in ("_config.yml", "references.bib", ".cache"):
+    for name in ("_config.yml", "references.bib", ".cache", "tools"):
         if (ROOT / name).exists():
             (site / name).symlink_to(ROOT / name)
+    (site / "book" / src.name).symlink_to(src)          # the .md source, offered for download
     for name in ("notation.md", "bibliography.md"):
         (site / "book" / name).symlink_to(BOOK / name)
     shutil.copy(nb, site / "book" / nb.name)

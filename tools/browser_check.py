@@ -13,7 +13,9 @@ Every HTML page of the build is opened from disk (file://, as a reader would) an
   * show every ``<img>`` (complete and naturalWidth > 0);
   * show no Markdown as text: no paragraph that is a pipe table (``| a | b |``), no MyST role
     (``{eq}`...```, ``{ref}``, ``{cite}``, ``{glue}``...) and no inline ``$...$`` math left
-    in the text outside code.
+    in the text outside code;
+  * show at most one search box, and, on a chapter page (``NN_subject.html``), link its
+    jupytext source ``_sources/.../NN_subject.md`` (the download menu).
 In addition every internal link (``<a href>`` to a local file, with its ``#fragment``) must
 resolve to an existing page and anchor; this part is checked on the HTML source.
 
@@ -31,6 +33,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
+CHAPTER = re.compile(r"^\d\d_\w+\.html$")   # a chapter page: it offers its jupytext .md source
 SKIP_DIRS = {"_static", "_sources", "_images", "mathjax", "_downloads"}
 LOCAL_HOSTS = {"localhost", "127.0.0.1", "[::1]", "::1"}
 CHROMIUM_ARGS = [
@@ -70,6 +73,11 @@ async () => {
       .map(p => p.textContent.trim().slice(0, 60));
   out.rawRoles = (text.match(/\{(eq|ref|numref|doc|cite(:[tp])?|glue(:text)?|prf:ref)\}`[^`]*`/g) || []).slice(0, 5);
   out.rawInlineMath = (text.match(/\$[^$\s][^$\n]{0,80}?\$/g) || []).slice(0, 5);
+  // search fields the page displays (the theme's header and sidebar each can hold one)
+  out.searchFields = [...document.querySelectorAll(".search-button-field")]
+      .filter(el => el.getClientRects().length > 0 && getComputedStyle(el).visibility !== "hidden").length;
+  out.mdSources = [...document.querySelectorAll("a[href]")].map(a => a.getAttribute("href"))
+      .filter(h => /_sources\/.*\.md$/.test(h));
   return out;
 }
 """
@@ -203,6 +211,10 @@ def check_pages(root: Path, page_list: list[Path], timeout_ms: int = 60_000) -> 
                 problems.append(f"{rel}: a MyST role left as text: {r!r}")
             for m in info["rawInlineMath"]:
                 problems.append(f"{rel}: inline math left as text: {m!r}")
+            if info["searchFields"] > 1:
+                problems.append(f"{rel}: {info['searchFields']} search boxes shown (one per page)")
+            if CHAPTER.match(path.name) and not any(h.endswith(path.stem + ".md") for h in info["mdSources"]):
+                problems.append(f"{rel}: no download link to the chapter's source {path.stem}.md")
             page.close()
         context.close()
         browser.close()
