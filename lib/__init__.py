@@ -69,6 +69,7 @@ from .ff_to_rnn import (FeedforwardNet, LinearStateSpace, MemoryRNN, OneStepFF, 
                         general_ff_to_rnn_reference, lag_matrix, linear_ff_outputs, linear_ff_to_rnn,
                         one_step_ff_to_rnn, rank_and_timespan, tanh_beta_star, tanh_memory_beta,
                         tanh_memory_state_bound, theorem31_bound)
+from .ff_to_rnn import forgetting_shift_register, general_ff_to_rnn_forgetting, projected_scan, smallest_kept_k
 from .attention import LinearSelfAttention, lsa_instantaneous_tensor
 from .gated import (
     GatedLinearRNN,
@@ -136,6 +137,7 @@ __all__ = [
     "general_ff_to_rnn_reference", "lag_matrix", "linear_ff_outputs", "linear_ff_to_rnn",
     "one_step_ff_to_rnn", "rank_and_timespan", "tanh_beta_star", "tanh_memory_beta",
     "tanh_memory_state_bound", "theorem31_bound",
+    "forgetting_shift_register", "general_ff_to_rnn_forgetting", "projected_scan", "smallest_kept_k",
     "LinearSelfAttention",
     "lsa_instantaneous_tensor",
     "GatedLinearRNN",

@@ -17,6 +17,10 @@ network as the row ``xi = [x_t, x_{t-1}, ..., x_1, 0, ...]`` of :func:`state_mat
   linear units.
 * :func:`tanh_memory_beta`, :func:`tanh_memory_state_bound` — replacing linear memory units by
   ``beta tanh(z / beta)`` with a rigorous error bound.
+* :func:`forgetting_shift_register` — Theorem 3.1's memory before the SVD (no data needed).
+* :func:`general_ff_to_rnn_forgetting` — §3.2 with every unit's memory reduced by Theorem 3.1.
+* :func:`projected_scan`, :func:`smallest_kept_k` — Fig. 5's discrepancy at every k (projected
+  reading) and the smallest k that keeps every prediction.
 """
 from __future__ import annotations
 
@@ -46,6 +50,10 @@ __all__ = [
     "tanh_memory_beta",
     "tanh_memory_state_bound",
     "tanh_beta_star",
+    "forgetting_shift_register",
+    "general_ff_to_rnn_forgetting",
+    "projected_scan",
+    "smallest_kept_k",
 ]
 
 
@@ -298,6 +306,18 @@ class MemoryRNN:
         """Hidden net inputs ``G y_t`` on every prefix ``(N, H)`` by running the recurrence."""
         return torch.cat(self.states(sequences, beta)) @ self.G.T
 
+    def markov_parameters(self, l: int) -> torch.Tensor:
+        """``[K_0 K_1 ... K_{l-1}]`` ``(H, a l)`` with ``K_j = G B^j A_in``: the hidden net input
+        on a prefix is ``K xi`` when the memory forgets everything older than l items (the
+        full-window feedforward view; Chapter 9 checks ``B^l A_in = 0`` for the held-out proteins)."""
+        l = positive_int("l", l)
+        L = self.G.clone()
+        K = []
+        for _ in range(l):
+            K.append(L @ self.A_in)
+            L = L @ self.B
+        return torch.cat(K, 1)
+
     def net_inputs_markov(self, sequences) -> torch.Tensor:
         """Same as :meth:`net_inputs` (linear memory) through the Markov parameters
         ``K_j = G B^j A_in`` ``(H, a)``: ``net = Xi [K_0 K_1 ...]^T`` — H-row products
@@ -352,7 +372,8 @@ def general_ff_to_rnn(W_hid, b, w_o, b_o, sequences, rank: int | None = None, rt
     sequences ``S^{1/2} x_t``: ``A_in = U_M[:a]^T S^{1/2}``, ``B = U_M^T R U_M``, and
     ``G = W_hid (I (x) S^{+1/2}) U_M`` ``(H, rho~)``.  ``rank`` truncates to the leading k
     singular vectors (the RNNs of Fig. 5).  ``info['timing']`` holds the SVD's wall time and
-    ``info['states']`` ``(N, rho~)`` the exact memory states ``V Lambda`` of all prefixes.
+    ``info['states']`` ``(N, rho~)`` the exact memory states ``V Lambda`` of all prefixes,
+    ``info['U']`` and ``info['S_ihalf']`` the right singular vectors ``U_M`` and ``S^{+1/2}``.
     """
     import time
 
@@ -375,7 +396,8 @@ def general_ff_to_rnn(W_hid, b, w_o, b_o, sequences, rank: int | None = None, rt
     W_t = (W_hid.reshape(-1, l, a) @ S_ihalf).reshape(W_hid.shape[0], -1)
     G = W_t @ U
     info = dict(rho=U.shape[1], lam=lam, ranks=[int(Bh.shape[1]) for Bh in bases], shape=tuple(Xi_t.shape),
-                timing=t_svd, N=Xi_t.shape[0], states=V * lam)  # states: the exact memory states M U = V Lambda
+                timing=t_svd, N=Xi_t.shape[0], states=V * lam,  # states: the exact memory states M U = V Lambda
+                U=U, S_ihalf=S_ihalf)
     return MemoryRNN(A @ S_half, B, G, b, w_o, torch.as_tensor(b_o, dtype=DTYPE), out_tanh, info)
 
 
@@ -542,3 +564,165 @@ def tanh_memory_beta(B: torch.Tensor, D: float, steps: int, gain: float, eps: fl
     eps = positive_real("eps", eps)
     gain = positive_real("gain", gain)
     return math.sqrt(gain * tanh_memory_state_bound(B, D, steps, 1.0) / eps)
+
+
+# ------------------------------------------------- additions: shift register, forgetting, scans
+
+def forgetting_shift_register(w: torch.Tensor, a: int, rtol: float = 1e-12) -> LinearStateSpace:
+    """The forgetting construction of Theorem 3.1 *before* its SVD: a linear system that needs
+    no data and is exact on every input sequence.
+
+    With the basis chosen backwards from ``w_{t*}`` (lags ``tau_1 = t* > tau_2 > ...``), the
+    state holds component i of ``xi_{t-k+1} = Bas^T x_{t-k+1}`` for the lags ``k <= tau_i``:
+    ``sum_i tau_i <= [(1 + 2t*) r* - r*^2] / 2`` coordinates, updated by the 0/1 forgetting
+    shift ``R_{r, r t*/pi}`` restricted to the kept coordinates; ``o_t = vec(Gamma)^T z_t``.
+    ``w`` ``(a l,)``, ``a`` the item size.  Chapter 8, "Two realizations of the same map".
+    """
+    a = positive_int("a", a)
+    w = _check_w(w, a)
+    rtol = nonneg_real("rtol", rtol)
+    r_star, t_star = rank_and_timespan(w, a, rtol)
+    if r_star == 0:
+        raise ValueError("w must be non-zero (its rank and timespan are 0)")
+    Bas, tau, Gamma = _backward_basis(lag_matrix(w, a), t_star, rtol)
+    r = Bas.shape[1]
+    kept = [(k - 1) * r + i for k in range(1, t_star + 1) for i in range(r) if k <= int(tau[i])]
+    forget = sorted(set(range(r * t_star)) - set(kept))
+    P, R = shift_operators(r, r * t_star, forget)
+    A_in = P[kept] @ Bas.T
+    B = R[kept][:, kept]
+    c = Gamma.T.reshape(-1)[kept]
+    info = dict(a=a, l=w.shape[0] // a, r_star=r_star, t_star=t_star, tau=tau.tolist(), kept=len(kept),
+                bound=((1 + 2 * t_star) * r_star - r_star ** 2) // 2)
+    return LinearStateSpace(A_in, B, c, info)
+
+
+def general_ff_to_rnn_forgetting(W_hid, b, w_o, b_o, sequences, rtol: float = 1e-12,
+                                 svd_rtol: float | None = None, out_tanh: bool = True) -> MemoryRNN:
+    """The §3.2 RNN with each hidden unit's memory reduced as in Theorem 3.1 (the construction
+    behind the paper's "trivially derived" bound on the state size of general networks).
+
+    Unit h (rank ``r_h``, timespan ``t_h`` of its lag matrix) gets the forgetting state matrix
+    ``Z_{/pi}(h)`` (``N x r_h t_h``, ``sum_i tau_{h,i}`` non-zero columns); the memory is the
+    thin SVD of ``Y~_{/pi} = [Z_{/pi}(1) ... Z_{/pi}(H)]`` with the block-diagonal forgetting
+    shift, so its size ``rho~_{/pi} = rank Y~_{/pi}`` obeys
+    ``rho~_{/pi} <= min{N, sum_h [(1 + 2 t_h) r_h - r_h^2] / 2}`` (``info['bound']``) and
+    ``rho~_{/pi} <= rho~`` of :func:`general_ff_to_rnn`.  Chapter 9, "General feedforward networks".
+    """
+    seqs = check_sequences(sequences)
+    a = seqs[0].shape[1]
+    W_hid, b, w_o = _check_ff(W_hid, b, w_o, a)
+    rtol = nonneg_real("rtol", rtol)
+    l = W_hid.shape[1] // a
+    N = sum(s.shape[0] for s in seqs)
+    if l < max(s.shape[0] for s in seqs):
+        raise ValueError(f"W_hid covers l = {l} lags but the longest sequence has {max(s.shape[0] for s in seqs)} items")
+    Zs, Ps, Rs, cs, units = [], [], [], [], []
+    for h in range(W_hid.shape[0]):
+        r_h, t_h = rank_and_timespan(W_hid[h], a, rtol)
+        if r_h == 0:
+            units.append((0, 0, 0))
+            Zs.append(torch.zeros(N, 0, dtype=DTYPE)); Ps.append(torch.zeros(0, a, dtype=DTYPE))
+            Rs.append(torch.zeros(0, 0, dtype=DTYPE)); cs.append(torch.zeros(0, dtype=DTYPE))
+            continue
+        Bas, tau, Gamma = _backward_basis(lag_matrix(W_hid[h], a), t_h, rtol)
+        r = Bas.shape[1]
+        Z = state_matrix([s @ Bas for s in seqs], l)[:, : r * t_h].clone()
+        forget = [(k - 1) * r + i for k in range(1, t_h + 1) for i in range(r) if k > int(tau[i])]
+        Z[:, forget] = 0.0
+        P, R = shift_operators(r, r * t_h, forget)
+        Zs.append(Z); Ps.append(P @ Bas.T); Rs.append(R); cs.append(Gamma.T.reshape(-1))
+        units.append((r_h, t_h, int(tau.sum())))
+    Yt = torch.cat(Zs, 1)
+    _, lam, U = thin_svd(Yt, rtol=svd_rtol)
+    A = U.T @ torch.cat(Ps, 0)
+    B = U.T @ torch.block_diag(*Rs) @ U
+    G = torch.zeros(W_hid.shape[0], U.shape[1], dtype=DTYPE)
+    off = 0
+    for h, c in enumerate(cs):
+        G[h] = c @ U[off: off + c.shape[0]]
+        off += c.shape[0]
+    bound = min(N, sum(((1 + 2 * t) * r - r * r) // 2 for r, t, _ in units))
+    info = dict(rho=U.shape[1], lam=lam, shape=tuple(Yt.shape), N=N, units=units,
+                kept=sum(k for _, _, k in units), bound=bound)
+    return MemoryRNN(A, B, G, b, w_o, torch.as_tensor(b_o, dtype=DTYPE), out_tanh, info)
+
+
+def _check_scan(rnn, Y, reference):
+    if not isinstance(rnn, MemoryRNN):
+        raise TypeError(f"rnn must be a MemoryRNN, got {type(rnn).__name__}")
+    Y = as_tensor("Y", Y, 2, dtype=DTYPE)
+    if Y.shape[1] != rnn.state_size:
+        raise ValueError(f"Y must hold the exact states of all {rnn.state_size} memory units, got {Y.shape[1]} columns")
+    reference = as_tensor("reference", reference, 1, dtype=DTYPE)
+    if reference.shape[0] != Y.shape[0] or not bool((reference.abs() == 1).all()):
+        raise ValueError(f"reference must hold one ±1 prediction per row of Y ({Y.shape[0]}), "
+                         f"got shape {tuple(reference.shape)}")
+    return Y, reference
+
+
+def _projected_z(rnn: MemoryRNN, net0: torch.Tensor, Y: torch.Tensor, k0: int, k1: int) -> torch.Tensor:
+    """Output pre-activations ``(N, k1 - k0)`` for k = k0+1..k1 given the net input at k0."""
+    terms = Y[:, k0:k1, None] * rnn.G.T[None, k0:k1, :]
+    nets = net0[:, None, :] + terms.cumsum(1)
+    return torch.tanh(nets + rnn.b) @ rnn.w_o + rnn.b_o
+
+
+def projected_scan(rnn: MemoryRNN, Y: torch.Tensor, reference: torch.Tensor, k_min: int = 0,
+                   chunk: int = 64):
+    """Fig. 5, reading (ii), at *every* k: the outputs from the exact states projected on the
+    leading k singular vectors, ``o_k = readout(Y[:, :k] G[:, :k]^T)``, for k = k_min..rho.
+
+    ``Y`` ``(N, rho)`` are the exact memory states (``info['states']`` of
+    :func:`general_ff_to_rnn`), ``reference`` ``(N,)`` the ±1 predictions to keep.  Returns
+    ``nd`` ``(rho - k_min + 1,)``, the fraction of predictions whose sign differs at each k, and
+    ``settle`` ``(N,)``: for each prediction the smallest k >= k_min from which its sign agrees
+    with ``reference`` at every k up to rho.  The net inputs are accumulated one singular
+    direction at a time (``chunk`` directions per batch), so the scan costs about one readout
+    per k.  Chapter 9, "The smallest k".
+    """
+    Y, reference = _check_scan(rnn, Y, reference)
+    rho = rnn.state_size
+    k_min = positive_int("k_min", k_min, minimum=0)
+    if k_min > rho:
+        raise ValueError(f"k_min must be <= the state size {rho}, got {k_min}")
+    chunk = positive_int("chunk", chunk)
+    net = Y[:, :k_min] @ rnn.G[:, :k_min].T
+    z0 = torch.tanh(net + rnn.b) @ rnn.w_o + rnn.b_o
+    dis0 = torch.where(z0 >= 0, 1.0, -1.0) != reference
+    nd = [float(dis0.double().mean())]
+    last = torch.where(dis0, k_min, k_min - 1)
+    for k0 in range(k_min, rho, chunk):
+        k1 = min(rho, k0 + chunk)
+        z = _projected_z(rnn, net, Y, k0, k1)
+        dis = torch.where(z >= 0, 1.0, -1.0) != reference[:, None]
+        nd.extend(dis.double().mean(0).tolist())
+        ks = torch.arange(k0 + 1, k1 + 1)
+        last = torch.maximum(last, torch.where(dis, ks, k_min - 1).amax(1))
+        net = net + Y[:, k0:k1] @ rnn.G[:, k0:k1].T
+    return torch.tensor(nd, dtype=DTYPE), last + 1
+
+
+def smallest_kept_k(rnn: MemoryRNN, Y: torch.Tensor, reference: torch.Tensor, chunk: int = 32):
+    """The smallest k from which reading (ii) keeps every prediction for all k up to rho,
+    found top-down (only the k above the answer, plus one chunk, are evaluated).
+
+    Returns ``(k_star, flipped)``: ``flipped`` holds the indices of the predictions that
+    disagree with ``reference`` at ``k_star - 1`` (empty when ``k_star == 0``).  Same inputs as
+    :func:`projected_scan`, which it agrees with (``k_star == settle.max()``).  Chapter 9,
+    "The smallest k".
+    """
+    Y, reference = _check_scan(rnn, Y, reference)
+    chunk = positive_int("chunk", chunk)
+    k1 = rnn.state_size
+    while k1 > 0:
+        k0 = max(0, k1 - chunk)
+        net = Y[:, :k0] @ rnn.G[:, :k0].T
+        z = torch.cat([(torch.tanh(net + rnn.b) @ rnn.w_o + rnn.b_o)[:, None], _projected_z(rnn, net, Y, k0, k1)], 1)
+        dis = torch.where(z >= 0, 1.0, -1.0) != reference[:, None]   # columns k = k0..k1
+        bad = dis.any(0).nonzero().flatten()
+        if bad.numel():
+            k_bad = k0 + int(bad[-1])
+            return k_bad + 1, dis[:, k_bad - k0].nonzero().flatten()
+        k1 = k0
+    return 0, torch.zeros(0, dtype=torch.long)

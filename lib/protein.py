@@ -3,11 +3,11 @@
 * :data:`AMINO_ACIDS` and :func:`amino_code` — each of the 20 amino acids as a 12-dimensional
   ±1 vector.  The paper does not give its code; ours is a fixed pseudo-random code
   (``numpy.random.default_rng(seed)``), redrawn until the 20 code words are pairwise at
-  Hamming distance >= ``min_distance`` and span R^12 (so no amino acid is a linear
-  combination-free duplicate and the input space is used fully).  Any injective code lets a
-  network separate the amino acids; the code only changes the numerical ranks of §4.
+  Hamming distance >= ``min_distance`` and span ``span`` dimensions (12 by default; with
+  ``span = 11`` one component repeats another).  Any injective code lets a network separate
+  the amino acids; the code's span changes the numerical ranks of §4.
 * :func:`protein_sequences` — the inputs ``(l_q, 12)`` and the ±1 helix targets ``(l_q,)``.
-* :func:`train_feedforward` — full-batch Adam on the squared error of the tanh output over all
+* :func:`train_feedforward` — full-batch Adam (or SGD with momentum) on the squared error of the tanh output over all
   prefixes (the feedforward network of §4: 10 tanh hidden units over the 12 x 159 reversed,
   zero-padded prefix).
 """
@@ -23,17 +23,32 @@ __all__ = ["AMINO_ACIDS", "amino_code", "amino_indices", "protein_sequences", "p
            "train_feedforward", "accuracy"]
 
 
-def amino_code(dim: int = 12, seed: int = 0, min_distance: int = 3, max_tries: int = 10_000) -> torch.Tensor:
-    """``(20, dim)`` ±1 code, row i for ``AMINO_ACIDS[i]``; deterministic in ``seed``."""
+def amino_code(dim: int = 12, seed: int = 0, min_distance: int = 3, max_tries: int = 10_000,
+               span: int | None = None) -> torch.Tensor:
+    """``(20, dim)`` ±1 code, row i for ``AMINO_ACIDS[i]``; deterministic in ``seed``.
+
+    ``span`` (default ``dim``) is the dimension spanned by the 20 code words.  With
+    ``span < dim`` the last ``dim - span`` components are copies of the first ones (a ±1 code
+    with ``dim - span`` linear dependencies among its components); the draw is the same as for
+    ``span = dim`` and is repeated until the code has rank ``span`` and minimum Hamming
+    distance ``min_distance``.  Chapter 9, "The protein experiment": ``span = 11`` gives the
+    paper's state size.
+    """
     dim = positive_int("dim", dim)
     min_distance = positive_int("min_distance", min_distance, minimum=0)
     if dim < 5:
         raise ValueError(f"dim must be >= 5 so that 20 distinct ±1 code words exist with room to spare, got {dim}")
+    span = dim if span is None else positive_int("span", span)
+    if not 5 <= span <= dim:
+        raise ValueError(f"span must lie in [5, dim = {dim}] (the code words span at most dim dimensions), got {span}")
+    max_tries = positive_int("max_tries", max_tries)
     rng = np.random.default_rng(seed)
-    for _ in range(positive_int("max_tries", max_tries)):
+    for _ in range(max_tries):
         C = rng.choice([-1.0, 1.0], size=(20, dim))
+        if span < dim:
+            C[:, span:] = C[:, : dim - span]
         dist = (C[:, None, :] != C[None, :, :]).sum(-1) + dim * np.eye(20, dtype=int)
-        if dist.min() >= min_distance and np.linalg.matrix_rank(C) == min(20, dim):
+        if dist.min() >= min_distance and np.linalg.matrix_rank(C) == min(20, span):
             return torch.tensor(C, dtype=DTYPE)
     raise ValueError(f"no code with min_distance = {min_distance} found in {max_tries} draws; lower it")
 
@@ -113,8 +128,11 @@ class _SparseMatmul(torch.autograd.Function):
 
 
 def train_feedforward(model: torch.nn.Module, E: torch.Tensor, code: torch.Tensor, d: torch.Tensor, *,
-                      steps: int, lr: float = 1e-2):
-    """Full-batch Adam on ``mean (o - d)^2`` over all prefixes; returns the loss history.
+                      steps: int, lr: float = 1e-2, optimizer: str = "adam", momentum: float = 0.9):
+    """Full-batch Adam (or SGD) on ``mean (o - d)^2`` over all prefixes; returns the loss history.
+
+    ``optimizer``: ``"adam"`` (torch's Adam, default betas) or ``"sgd"`` (gradient descent with
+    heavy-ball ``momentum`` in [0, 1)); Chapter 9's smallest-k study compares the two.
 
     ``model`` is a :class:`lib.ff_to_rnn.FeedforwardNet` with ``a = code.shape[1]``;
     ``E`` the :func:`prefix_onehot` matrix; the hidden net inputs ``Xi W^T + b`` are computed as
@@ -122,13 +140,20 @@ def train_feedforward(model: torch.nn.Module, E: torch.Tensor, code: torch.Tenso
     """
     steps = positive_int("steps", steps)
     lr = positive_real("lr", lr)
+    if optimizer not in ("adam", "sgd"):
+        raise ValueError(f"optimizer must be 'adam' or 'sgd', got {optimizer!r}")
+    if isinstance(momentum, bool) or not isinstance(momentum, (int, float)) or not 0 <= momentum < 1:
+        raise ValueError(f"momentum must be a real number in [0, 1), got {momentum!r}")
     code = as_tensor("code", code, 2, dtype=DTYPE)
     d = as_tensor("d", d, 1, dtype=DTYPE)
     n_sym, a = code.shape
     if E.shape[0] != d.shape[0] or E.shape[1] != model.l * n_sym or model.a != a:
         raise ValueError(f"E {tuple(E.shape)}, d {tuple(d.shape)}, code {tuple(code.shape)} and the "
                          f"model (a = {model.a}, l = {model.l}) do not fit together")
-    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    if optimizer == "adam":
+        opt = torch.optim.Adam(model.parameters(), lr=lr)
+    else:
+        opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=float(momentum))
     import warnings
 
     with warnings.catch_warnings():

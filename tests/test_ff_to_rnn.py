@@ -140,3 +140,121 @@ def test_truncation_equals_rank_k_construction():
 def test_bad_input(call, match):
     with pytest.raises((ValueError, TypeError), match=match):
         call()
+
+
+# ----------------------------------------------------- shift register, forgetting memory, scans
+
+@settings(max_examples=40, deadline=None)
+@given(problems())
+def test_forgetting_shift_register_exact_on_any_sequence(p):
+    """Theorem 3.1's memory before the SVD needs no data: exact on sequences it never saw, and
+    its size is sum_i tau_i <= the bound (equal to the reduced construction's 'kept')."""
+    seqs, w, g = p
+    a = seqs[0].shape[1]
+    l = w.shape[0] // a
+    reg = lib.forgetting_shift_register(w, a)
+    r, t = lib.rank_and_timespan(w, a)
+    assert reg.state_size == reg.info["kept"] <= reg.info["bound"] == ((1 + 2 * t) * r - r * r) // 2
+    assert reg.state_size == lib.linear_ff_to_rnn(w, seqs, reduced=True).info["kept"]
+    fresh = [torch.randn(n, a, generator=g, dtype=torch.float64) for n in (l, max(1, l // 2), 1)]
+    d = lib.linear_ff_outputs(w, fresh)
+    assert float((reg.run(fresh) - d).abs().max()) <= TOL * max(float(d.abs().max()), 1e-300) * 10
+    assert set(reg.B.unique().tolist()) <= {0.0, 1.0}
+
+
+def _random_net(g, a, l, H, timespans):
+    W = torch.zeros(H, a * l, dtype=torch.float64)
+    for h, t in enumerate(timespans):
+        r = int(torch.randint(1, min(a, t) + 1, (1,), generator=g))
+        Gm = torch.zeros(r, l, dtype=torch.float64)
+        Gm[:, :t] = torch.randn(r, t, generator=g, dtype=torch.float64)
+        W[h] = (torch.randn(a, r, generator=g, dtype=torch.float64) @ Gm).T.reshape(-1)
+    return W
+
+
+@settings(max_examples=25, deadline=None)
+@given(problems(max_a=3, max_len=8, max_n=5), st.lists(st.integers(1, 8), min_size=1, max_size=3))
+def test_general_forgetting_exact_and_bounded(p, spans):
+    seqs, _, g = p
+    a = seqs[0].shape[1]
+    l = max(s.shape[0] for s in seqs)
+    spans = [min(t, l) for t in spans]
+    H = len(spans)
+    W = _random_net(g, a, l, H, spans)
+    b, w_o = torch.randn(H, generator=g, dtype=torch.float64), torch.randn(H, generator=g, dtype=torch.float64)
+    net = lib.FeedforwardNet(a, l, H)
+    with torch.no_grad():
+        net.W.copy_(W); net.b.copy_(b); net.w_o.copy_(w_o); net.b_o.fill_(0.1)
+        o = net(lib.state_matrix(seqs, l))
+    red = lib.general_ff_to_rnn_forgetting(W, b, w_o, 0.1, seqs)
+    full = lib.general_ff_to_rnn(W, b, w_o, 0.1, seqs)
+    N = sum(s.shape[0] for s in seqs)
+    assert rel(red(seqs), o) <= TOL
+    rt = [lib.rank_and_timespan(W[h], a) for h in range(H)]
+    paper = min(N, sum(((1 + 2 * t) * r - r * r) // 2 for r, t in rt))   # the bound, computed independently
+    assert red.info["bound"] == paper
+    assert red.state_size <= min(N, red.info["kept"]) <= paper
+    assert red.state_size <= full.state_size <= min(N, a * l)
+
+
+def _protein_like(seed=0, n=6, l=9, a=3, H=3):
+    g = torch.Generator().manual_seed(seed)
+    seqs = [torch.randn(m, a, generator=g, dtype=torch.float64) for m in [l] + [int(v) for v in torch.randint(1, l + 1, (n - 1,), generator=g)]]
+    W = torch.randn(H, a * l, generator=g, dtype=torch.float64)
+    rnn = lib.general_ff_to_rnn(W, 0.1 * torch.randn(H, generator=g, dtype=torch.float64),
+                                torch.randn(H, generator=g, dtype=torch.float64), 0.05, seqs)
+    return seqs, rnn
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_projected_scan_matches_direct_evaluation(seed):
+    seqs, rnn = _protein_like(seed)
+    Y = rnn.info["states"]
+    o = rnn(seqs)
+    ref = torch.where(o >= 0, 1.0, -1.0)
+    nd, settle = lib.projected_scan(rnn, Y, ref, chunk=3)
+    # direct: every k, one readout each
+    direct = []
+    signs = []
+    for k in range(rnn.state_size + 1):
+        o_k = rnn.outputs_from_states(Y[:, :k]) if k else rnn._out(torch.zeros(Y.shape[0], rnn.G.shape[0]))
+        s_k = torch.where(o_k >= 0, 1.0, -1.0)
+        signs.append(s_k)
+        direct.append(float((s_k != ref).double().mean()))
+    assert nd.tolist() == direct and nd[-1] == 0.0
+    S = torch.stack(signs, 1) != ref[:, None]          # (N, rho + 1) disagreements at k = 0..rho
+    want = torch.tensor([max([k + 1 for k in range(S.shape[1]) if S[n, k]], default=0) for n in range(S.shape[0])])
+    assert torch.equal(settle, want)
+    k_star, flipped = lib.smallest_kept_k(rnn, Y, ref, chunk=2)
+    assert k_star == int(settle.max())
+    if k_star:
+        assert torch.equal(flipped, S[:, k_star - 1].nonzero().flatten())
+    # k_min restricts the scan to k >= k_min
+    nd2, settle2 = lib.projected_scan(rnn, Y, ref, k_min=2, chunk=5)
+    assert nd2.tolist() == direct[2:] and torch.equal(settle2, settle.clamp_min(2))
+
+
+def test_markov_parameters_give_the_net_inputs():
+    seqs, rnn = _protein_like(4)
+    l = max(s.shape[0] for s in seqs)
+    K = rnn.markov_parameters(l)
+    assert rel(lib.state_matrix(seqs, l) @ K.T, rnn.net_inputs(seqs)) <= TOL
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda: lib.forgetting_shift_register(torch.zeros(6), 3), "non-zero"),
+    (lambda: lib.forgetting_shift_register(torch.ones(5), 3), "multiple"),
+    (lambda: lib.forgetting_shift_register(torch.ones(6), 0), "a must"),
+    (lambda: lib.general_ff_to_rnn_forgetting(torch.ones(2, 3), torch.zeros(2), torch.ones(2), 0.0,
+                                              [torch.ones(2, 3)]), "longest"),
+    (lambda: lib.projected_scan("rnn", torch.ones(2, 2), torch.ones(2)), "MemoryRNN"),
+    (lambda: lib.projected_scan(_protein_like()[1], torch.ones(3, 2), torch.ones(3)), "exact states"),
+    (lambda: lib.smallest_kept_k(_protein_like()[1], _protein_like()[1].info["states"], torch.zeros(
+        _protein_like()[1].info["states"].shape[0])), "±1"),
+    (lambda: lib.projected_scan(_protein_like()[1], _protein_like()[1].info["states"], torch.ones(
+        _protein_like()[1].info["states"].shape[0]), k_min=10**6), "k_min"),
+    (lambda: _protein_like()[1].markov_parameters(0), "l must"),
+])
+def test_bad_input_additions(call, match):
+    with pytest.raises((ValueError, TypeError), match=match):
+        call()

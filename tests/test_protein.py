@@ -72,3 +72,31 @@ def test_bad_input():
     with pytest.raises(ValueError, match="do not fit"):
         E = protein.prefix_onehot([torch.tensor([1, 2])], 20, 2)
         protein.train_feedforward(lib.FeedforwardNet(12, 3, 2), E, protein.amino_code(), torch.ones(2), steps=1)
+
+
+def test_amino_code_with_a_smaller_span():
+    C = protein.amino_code(12, seed=0, span=11)
+    assert C.shape == (20, 12) and set(C.unique().tolist()) == {-1.0, 1.0}
+    assert int(torch.linalg.matrix_rank(C)) == 11 and torch.equal(C[:, 11], C[:, 0])
+    dist = (C[:, None, :] != C[None, :, :]).sum(-1) + 12 * torch.eye(20, dtype=torch.long)
+    assert int(dist.min()) >= 3
+    assert torch.equal(protein.amino_code(12, seed=0, span=12), protein.amino_code(12, seed=0))
+    assert int(torch.linalg.matrix_rank(protein.amino_code(12, seed=3, span=9))) == 9
+    with pytest.raises(ValueError, match="span"):
+        protein.amino_code(12, span=13)
+    with pytest.raises(ValueError, match="span"):
+        protein.amino_code(12, span=4)
+
+
+def test_sgd_training_reduces_loss_and_bad_optimizer():
+    data = ProteinSet(("ACDEFGHIK", "LMNPQ"), ("hhh___eee", "hh___"))
+    code = protein.amino_code()
+    d = torch.cat(protein.protein_sequences(data, code)[1])
+    E = protein.prefix_onehot(protein.amino_indices(data), 20, 9)
+    net = lib.FeedforwardNet(12, 9, 3, seed=0)
+    hist = protein.train_feedforward(net, E, code, d, steps=40, lr=0.1, optimizer="sgd", momentum=0.5)
+    assert hist[-1] < hist[0]
+    with pytest.raises(ValueError, match="optimizer"):
+        protein.train_feedforward(net, E, code, d, steps=1, optimizer="lbfgs")
+    with pytest.raises(ValueError, match="momentum"):
+        protein.train_feedforward(net, E, code, d, steps=1, optimizer="sgd", momentum=1.0)
