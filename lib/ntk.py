@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -39,6 +40,7 @@ __all__ = [
     "markov_ntk_factor",
     "markov_ntk_factor_reference",
     "conv_ntk_factor",
+    "power_law_fit",
 ]
 
 
@@ -251,3 +253,44 @@ def markov_ntk_factor(model: LinearRNN, T: int) -> torch.Tensor:
             M = M + s**4 * MW
         m = T * n_y * n_x
         return M.reshape(m, m)
+
+
+def power_law_fit(n, mean, se) -> dict:
+    """Weighted least-squares fit of ``mean ~ a * n**b`` on log scales, errors from ``se``.
+
+    The finite-width rates of Part I: the RNN-vs-kernel training gap (Chapter 4, "Figure 4: how
+    wide must the RNN be?") and the long-lag excess of the finite-width RNN (Chapter 3, "At
+    finite width the long lags move faster").  ``n``: the widths (> 0, at least two distinct);
+    ``mean``: the per-width means (> 0); ``se``: their standard errors (> 0), e.g. the spread
+    over seeds / sqrt(seeds).  On the log scale each point has standard error se / mean (delta
+    method); the fit weights by its inverse and the returned ``slope_se`` comes from those
+    errors alone (not rescaled by the residuals), so it is the exponent's uncertainty implied
+    by the seeds.  Returns dict(slope, slope_se, intercept, chi2, dof) with
+    log(mean) ~ intercept + slope * log(n) and chi2 the weighted residual sum on dof = #n - 2.
+    """
+    arrays = {}
+    for name, v in (("n", n), ("mean", mean), ("se", se)):
+        try:
+            a = np.asarray(v, dtype=float)
+        except (TypeError, ValueError) as exc:
+            raise TypeError(f"{name} must be a 1-D sequence of real numbers, got {type(v).__name__}") from exc
+        if a.ndim != 1:
+            raise ValueError(f"{name} must be 1-D, got shape {a.shape}")
+        if not np.all(np.isfinite(a)) or not np.all(a > 0):
+            raise ValueError(f"{name} must hold finite values > 0, got {a.tolist()}")
+        arrays[name] = a
+    if not (len(arrays["n"]) == len(arrays["mean"]) == len(arrays["se"])):
+        raise ValueError(f"n, mean and se must have the same length, got {len(arrays['n'])}, "
+                         f"{len(arrays['mean'])}, {len(arrays['se'])}")
+    if len(np.unique(arrays["n"])) < 2:
+        raise ValueError(f"n must hold at least two distinct widths, got {arrays['n'].tolist()}")
+    lx, ly = np.log(arrays["n"]), np.log(arrays["mean"])
+    sy = arrays["se"] / arrays["mean"]
+    w = 1.0 / sy**2
+    xbar = float((w * lx).sum() / w.sum())
+    sxx = float((w * (lx - xbar) ** 2).sum())
+    slope = float((w * (lx - xbar) * ly).sum() / sxx)
+    intercept = float((w * ly).sum() / w.sum()) - slope * xbar
+    chi2 = float((w * (ly - intercept - slope * lx) ** 2).sum())
+    return dict(slope=slope, slope_se=math.sqrt(1.0 / sxx), intercept=intercept, chi2=chi2,
+                dof=len(lx) - 2)
