@@ -62,6 +62,7 @@ from .experiments import (
     teacher_dataset,
     train_minibatch,
 )
+from .experiments import fit_memory_nu_W, learned_fraction, select_by_validation, white_input_memory
 from .sequence_memory import (SequenceAutoencoder, autoencoder_matrices, check_sequences, encode,
                               encode_reference, fit_sequence_autoencoder, pad_sequences,
                               shift_operators, state_matrix, state_matrix_reference, thin_svd)
@@ -130,6 +131,10 @@ __all__ = [
     "s1_sequences",
     "teacher_dataset",
     "train_minibatch",
+    "select_by_validation",
+    "learned_fraction",
+    "white_input_memory",
+    "fit_memory_nu_W",
     "SequenceAutoencoder", "autoencoder_matrices", "check_sequences", "encode", "encode_reference",
     "fit_sequence_autoencoder", "pad_sequences", "shift_operators", "state_matrix",
     "state_matrix_reference", "thin_svd",

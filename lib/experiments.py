@@ -44,6 +44,10 @@ __all__ = [
     "conv_features",
     "rho_ridge",
     "gd_path",
+    "select_by_validation",
+    "learned_fraction",
+    "white_input_memory",
+    "fit_memory_nu_W",
 ]
 
 
@@ -412,3 +416,113 @@ def gd_path(x: torch.Tensor, y: torch.Tensor, rho: torch.Tensor, L0: torch.Tenso
         theta = theta0 - U @ (c[:, None] * g0)
         out.append(_flat_to_taps(theta * sq[:, None], T_L, n_x))
     return torch.stack(out)
+
+
+# --------------------------------------------------------------------------------------
+# Early stopping and the memory a trained model has acquired (Chapters 5 and 6)
+# --------------------------------------------------------------------------------------
+
+def select_by_validation(val, test) -> tuple[int, np.ndarray]:
+    """Early stopping: the budget with the best validation score, and the test score there.
+
+    val: (B,) or (B, k) validation scores (higher is better; k columns are averaged, e.g. the
+    R^2 of the x and y velocity), one row per training budget; test: (B, ...) test scores on
+    the same budgets.  Returns (index of the best validation row, test[index]).  The first
+    maximum wins, so a flat validation curve selects the shortest budget.  Used in
+    Chapter 6 (section "Table 1"), where the budget is chosen on a validation block the
+    test never sees.
+    """
+    v = np.asarray(val, dtype=np.float64)
+    t = np.asarray(test, dtype=np.float64)
+    if v.ndim not in (1, 2) or v.shape[0] < 1 or v.size == 0:
+        raise ValueError(f"val must have shape (B,) or (B, k) with B >= 1, got {v.shape}")
+    if t.ndim < 1 or t.shape[0] != v.shape[0]:
+        raise ValueError(f"test must have one row per budget (B = {v.shape[0]}), got shape {t.shape}")
+    if not (np.isfinite(v).all() and np.isfinite(t).all()):
+        raise ValueError("val and test must be finite (they contain NaN or infinite entries)")
+    score = v if v.ndim == 1 else v.mean(1)
+    best = int(np.argmax(score))
+    return best, t[best]
+
+
+def learned_fraction(L: torch.Tensor, L0: torch.Tensor, L_target: torch.Tensor) -> torch.Tensor:
+    """Per lag j, the fraction of the way from the start L0_j to the target L_target_j that
+    training has gone: f_j = <L_j - L0_j, D_j> / ||D_j||^2 with D_j = L_target_j - L0_j.
+
+    L, L0, L_target: taps (T, n_y, n_x).  Returns (T,).  f_j = 1: lag j learned; f_j = 0: not
+    moved towards the target (movement orthogonal to D_j, such as finite-width cross-talk from
+    other lags, averages out of f_j).  With the target the true system this is the memory
+    profile of Chapter 5 (section "Memory is set by nu_W"); with the target the kernel-regime
+    taps it measures how far a model follows its kernel limit (Chapter 6).
+    """
+    L = as_tensor("L", L, 3)
+    L0 = as_tensor("L0", L0, 3, dtype=L.dtype)
+    L_target = as_tensor("L_target", L_target, 3, dtype=L.dtype)
+    if L0.shape != L.shape or L_target.shape != L.shape:
+        raise ValueError(f"L, L0 and L_target must have the same shape (T, n_y, n_x); got {tuple(L.shape)}, "
+                         f"{tuple(L0.shape)} and {tuple(L_target.shape)}")
+    D = (L_target - L0).flatten(1)
+    den = (D**2).sum(1)
+    if (den == 0).any():
+        j = int(torch.nonzero(den == 0)[0])
+        raise ValueError(f"L_target equals L0 at lag {j}: the learned fraction is undefined there")
+    return ((L - L0).flatten(1) * D).sum(1) / den
+
+
+def white_input_memory(T: int, nu_W: float, nu_F: float, nu_C: float, lr: float, steps: int,
+                       n_seq: int) -> torch.Tensor:
+    """Kernel-regime prediction of ``learned_fraction`` for white inputs: lag j is learned like
+    a decoupled coordinate with curvature lambda_j = n_seq (T - j) (the number of (sequence,
+    time) pairs that see lag j, unit input variance) and kernel weight rho_j (eq. 21), so
+    after ``steps`` GD steps with learning rate ``lr``
+
+        f_j = 1 - exp(-lr * steps * lambda_j * rho_j(nu_W)).
+
+    First order in the cross-lag couplings of a finite sample; returns (T,) float64.
+    Chapter 5, section "Memory is set by nu_W".
+    """
+    T = positive_int("T", T)
+    steps = positive_int("steps", steps)
+    n_seq = positive_int("n_seq", n_seq)
+    lr = positive_real("lr", lr)
+    from .scaled_conv import rho as _rho
+    r = _rho(T, nu_W, nu_F, nu_C)
+    lam = n_seq * (T - torch.arange(T, dtype=DTYPE))
+    return -torch.expm1(-lr * steps * lam * r)
+
+
+def fit_memory_nu_W(f, T: int, nu_F: float, nu_C: float, lr: float, steps: int, n_seq: int, *,
+                    lags) -> float:
+    """The nu_W whose white-input memory profile (``white_input_memory``) learns, summed over the
+    given ``lags``, as much as the measured learned fractions ``f`` (T,): the solution of
+    sum_{j in lags} f_j(nu_W) = sum_{j in lags} f_j, the memory of a trained model read back as a
+    nu_W.  The predicted sum increases with nu_W, so the solution is unique; the sum (rather
+    than a fit lag by lag) keeps single lags whose fraction is pushed below zero by the
+    finite-sample cross-talk between lags from breaking the estimate.
+
+    ``lags``: a non-empty list of lag indices in [0, T) (choose them before looking at f, e.g.
+    where the prediction at the nominal nu_W lies in (0.02, 0.9)).  Returns nu_W in
+    (0.01, 0.99); raises ValueError when the measured sum lies outside what that range
+    predicts.  Chapter 5, section "Memory is set by nu_W".
+    """
+    from scipy.optimize import brentq
+
+    T = positive_int("T", T)
+    f = as_tensor("f", f, 1)
+    if f.shape[0] != T:
+        raise ValueError(f"f must have shape (T,) = ({T},), got {tuple(f.shape)}")
+    lags = [positive_int("lags entry", int(j) if isinstance(j, np.integer) else j, minimum=0) for j in lags]
+    if not lags or max(lags) >= T:
+        raise ValueError(f"lags must be a non-empty list of lags in [0, {T - 1}], got {lags}")
+    positive_real("nu_F", nu_F), positive_real("nu_C", nu_C)
+    positive_real("lr", lr), positive_int("steps", steps), positive_int("n_seq", n_seq)
+    target = float(f[lags].sum())
+
+    def excess(nu):
+        return float(white_input_memory(T, nu, nu_F, nu_C, lr, steps, n_seq)[lags].sum()) - target
+
+    lo, hi = excess(0.01), excess(0.99)
+    if not lo <= 0 <= hi:
+        raise ValueError(f"the measured memory sum {target:.4g} over lags {lags} lies outside the range "
+                         f"predicted for nu_W in (0.01, 0.99) ({lo + target:.4g} to {hi + target:.4g})")
+    return float(brentq(excess, 0.01, 0.99, xtol=1e-10))
