@@ -88,6 +88,7 @@ from .icl import eta_star, gd_loss, gd_predict, icl_batch, optimal_gd_loss
 from .recurrent_cells import (RECURRENT_KINDS, LRULayer, RecurrentNet, glu_gating, lru_from_gated,
                               lru_in_from_attention, lstm_from_attention)
 from .claims import Claims
+from .realizations import memory_realization, rotation_realization, shift_register_realization
 
 __all__ = [
     "Claims",
@@ -120,6 +121,9 @@ __all__ = [
     "markov_parameters",
     "vandermonde_matrix",
     "vandermonde_realization",
+    "shift_register_realization",
+    "rotation_realization",
+    "memory_realization",
     "TapsRNN",
     "add_output_noise",
     "conv_features",
