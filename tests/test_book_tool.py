@@ -98,6 +98,22 @@ def test_chapters_that_read_stored_runs_are_re_executed_when_a_run_changes(tmp_p
     assert before[0] != after[0] and before[1] == after[1]
 
 
+def test_timing_records_stay_out_of_the_input_digest(tmp_path, monkeypatch):
+    """A chapter's cache key covers its source, lib/ and versions only; the appendix that
+    tabulates wall times sees the timing records through a separate field of its record."""
+    monkeypatch.setattr(book, "TIMINGS", tmp_path / "timings.json")
+    reader, other = tmp_path / "99_reproducibility.md", tmp_path / "01_other.md"
+    reader.write_text("timings\n")
+    other.write_text("x = 1\n")
+    book.TIMINGS.write_text('{"01_other": {"seconds": 1.0}}')
+    before = [book.input_digest(p, "lib") for p in (reader, other)], book.timings_seen(reader)
+    book.TIMINGS.write_text('{"01_other": {"seconds": 2.0}}')
+    after = [book.input_digest(p, "lib") for p in (reader, other)], book.timings_seen(reader)
+    assert before[0] == after[0]                       # digests unchanged by a new wall time
+    assert before[1] != after[1]                       # ...but the timing appendix notices it
+    assert book.timings_seen(other) is None
+
+
 _DRIVER = r'''
 import os, sys
 from pathlib import Path

@@ -50,24 +50,21 @@ class BookError(RuntimeError):
 # ----------------------------------------------------------------------------- chapters
 
 def toc_files() -> list[str]:
-    """Every ``file:`` entry of _toc.yml, in order (root first)."""
-    import yaml
+    """Every document of _toc.yml, in reading order (root first), as sphinx-external-toc (the
+    parser jupyter-book itself uses) reads it."""
+    from sphinx_external_toc.parsing import parse_toc_yaml
 
-    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
-    out = [toc["root"]]
+    site = parse_toc_yaml(ROOT / "_toc.yml")
+    out: list[str] = []
 
-    def walk(node):
-        if isinstance(node, dict):
-            if "file" in node:
-                out.append(node["file"])
-            for key in ("parts", "chapters", "sections"):
-                for child in node.get(key, []) or []:
-                    walk(child)
-        elif isinstance(node, list):
-            for child in node:
-                walk(child)
+    def walk(docname: str) -> None:
+        out.append(docname)
+        for subtree in site[docname].subtrees:
+            for item in subtree.items:
+                if isinstance(item, str):            # a file (globs and URLs are not chapters)
+                    walk(str(item))
 
-    walk(toc)
+    walk(site.root.docname)
     return out
 
 
@@ -127,10 +124,16 @@ def input_digest(src: Path, lib_hash: str) -> str:
     h.update(lib_hash.encode())
     if b"load_run" in text and RUNS_MANIFEST.is_file():   # a chapter that reads the stored runs
         h.update(RUNS_MANIFEST.read_bytes())
-    if src.stem in TIMING_READERS:
-        others = {k: v for k, v in read_timings().items() if k not in TIMING_READERS}
-        h.update(json.dumps(others, sort_keys=True).encode())
     return h.hexdigest()
+
+
+def timings_seen(src: Path) -> str | None:
+    """For a chapter that tabulates the others' wall times: a digest of those records (kept
+    beside the input digest in its record, not in it); None for every other chapter."""
+    if src.stem not in TIMING_READERS:
+        return None
+    others = {k: v for k, v in read_timings().items() if k not in TIMING_READERS}
+    return hashlib.sha256(json.dumps(others, sort_keys=True).encode()).hexdigest()
 
 
 def to_notebook(src: Path, dest: Path) -> None:
@@ -146,55 +149,30 @@ def to_notebook(src: Path, dest: Path) -> None:
     jupytext.write(nb, dest, fmt="ipynb")
 
 
-def declared_parameters(nb_path: Path) -> dict:
-    """The names and default expressions of the ``parameters`` cell.
-
-    Read with Python's own parser (``ast``), so tuple assignments (``nu_W, nu_F = 0.5, 1.0``)
-    and comments containing ``=`` are understood; every top-level name assigned in the cell
-    is a parameter.
-    """
-    import ast
-
+def declared(nb_path: Path) -> dict:
+    """The ``parameters`` cell as papermill reads it (``papermill.inspect_notebook``): name ->
+    {"default": source text, "inferred_type_name": the type hint, "help": the comment}.  Chapters
+    write one ``name: type = value  # help`` per line, so nothing is lost in this reading
+    (tests/test_book_tool.py compares it with the names the cell really defines)."""
     import nbformat
+    import papermill
 
     nb = nbformat.read(nb_path, as_version=4)
-    cells = [c for c in nb.cells if c.cell_type == "code" and "parameters" in c.metadata.get("tags", [])]
-    if not cells:
+    if not any(c.cell_type == "code" and "parameters" in c.metadata.get("tags", []) for c in nb.cells):
         raise BookError(f"{nb_path.name}: no cell tagged 'parameters' (every chapter needs one)")
-    src = cells[0].source
-    out: dict[str, str] = {}
+    return papermill.inspect_notebook(str(nb_path))
 
-    def names(target):
-        if isinstance(target, ast.Name):
-            yield target.id
-        elif isinstance(target, (ast.Tuple, ast.List)):
-            for elt in target.elts:
-                yield from names(elt)
 
-    for node in ast.parse(src).body:
-        targets = node.targets if isinstance(node, ast.Assign) else (
-            [node.target] if isinstance(node, (ast.AnnAssign, ast.AugAssign)) else [])
-        for t in targets:
-            for name in names(t):
-                out[name] = ast.get_source_segment(src, node.value) if getattr(node, "value", None) else None
-    return out
+def declared_parameters(nb_path: Path) -> dict:
+    """Name -> default expression (source text) of every parameter."""
+    return {name: p["default"] for name, p in declared(nb_path).items()}
 
 
 def declared_types(nb_path: Path) -> dict:
-    """The type hint of every parameter of the ``parameters`` cell (``name: type = value``), as
-    written ("int", "list[float]", "Optional[int]", ...); a parameter without one is absent."""
-    import ast
-
-    import nbformat
-
-    nb = nbformat.read(nb_path, as_version=4)
-    cell = next(c for c in nb.cells if c.cell_type == "code" and "parameters" in c.metadata.get("tags", []))
-    out = {}
-    for node in ast.parse(cell.source).body:
-        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
-            ann = node.annotation
-            out[node.target.id] = ann.value if isinstance(ann, ast.Constant) else ast.unparse(ann)
-    return out
+    """Name -> type hint as written ("int", "list[float]", "Optional[int]", ...); parameters
+    without a hint are absent."""
+    return {name: p["inferred_type_name"] for name, p in declared(nb_path).items()
+            if p["inferred_type_name"] not in (None, "None")}
 
 
 def conforms(value, annotation: str) -> bool:
@@ -342,7 +320,9 @@ def execute(selected: list[str] | None = None, force: bool = False) -> list[str]
         out = src.with_suffix(".ipynb")
         digest = input_digest(src, lib_hash)
         if not force and out.is_file() and record.is_file():
-            if json.loads(record.read_text()).get("digest") == digest and not incomplete_cells(out):
+            rec = json.loads(record.read_text())
+            if (rec.get("digest") == digest and rec.get("timings") == timings_seen(src)
+                    and not incomplete_cells(out)):
                 print(f"[book] {tag}: unchanged, not re-executed", flush=True)
                 continue
         print(f"[book] {tag}: executing with papermill ...", flush=True)
@@ -379,8 +359,7 @@ def execute(selected: list[str] | None = None, force: bool = False) -> list[str]
                 "machine": machine_description(),
             }
             TIMINGS.write_text(json.dumps(timings, indent=1, sort_keys=True))
-            digest = input_digest(src, lib_hash)
-        record.write_text(json.dumps({"digest": digest, "seconds": round(wall, 2)}))
+        record.write_text(json.dumps({"digest": digest, "timings": timings_seen(src), "seconds": round(wall, 2)}))
         ran.append(src.stem)
     if failures:
         raise BookError(f"chapter(s) failed to execute: {', '.join(failures)}")
