@@ -43,6 +43,7 @@ from .ntk import (
     markov_jacobian,
     markov_ntk_factor,
     markov_ntk_factor_reference,
+    power_law_fit,
     toeplitz,
 )
 from .scaled_conv import ScaledConv, rho, rho_max
@@ -100,6 +101,7 @@ __all__ = [
     "markov_ntk_factor",
     "markov_ntk_factor_reference",
     "toeplitz",
+    "power_law_fit",
     "ScaledConv",
     "rho",
     "rho_max",
