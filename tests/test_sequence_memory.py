@@ -45,7 +45,11 @@ def test_autoencoder_states_decoder_and_rank(seqs):
     for _ in range(ae.l):
         blocks.append(BkA.T)
         BkA = ae.B @ BkA
-    assert rel(torch.cat(blocks), ae.U) <= TOL
+    # U comes from an SVD: its columns carry an error of about u * sigma_max / sigma_min (Wedin),
+    # which the l products B^k A can amplify l-fold; near-rank-deficient draws (sigma_min / sigma_max
+    # ~ 1e-9, found by hypothesis) sit above 1e-10 for that reason alone, while a wrong Omega is O(1)
+    kappa = float(ae.lam[0] / ae.lam[-1])
+    assert rel(torch.cat(blocks), ae.U) <= TOL + 10 * ae.l * torch.finfo(torch.float64).eps * kappa
 
 
 def test_shift_operators_act_as_documented():
