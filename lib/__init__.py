@@ -21,6 +21,7 @@ Modules, by subject:
     icl          in-context linear regression, eta*, the optimal one-step GD loss
     recurrent_cells  LRU / LSTM / GRU networks and the LSTM construction of App. A
     claims       a chapter's claims: asserted at the settings they were argued for, else reported
+    fidelity     the papers' claims and slips as the chapters record them, for the fidelity appendix
 
 Every function takes tensors and plain numbers, returns tensors, works in float64 by
 default and validates its arguments before doing any work.
@@ -89,10 +90,12 @@ from .icl import eta_star, gd_loss, gd_predict, icl_batch, optimal_gd_loss
 from .recurrent_cells import (RECURRENT_KINDS, LRULayer, RecurrentNet, glu_gating, lru_from_gated,
                               lru_in_from_attention, lstm_from_attention)
 from .claims import Claims
+from . import fidelity
 from .realizations import memory_realization, rotation_realization, shift_register_realization
 
 __all__ = [
     "Claims",
+    "fidelity",
     "conv_ntk",
     "conv_ntk_factor",
     "empirical_ntk",

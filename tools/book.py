@@ -41,6 +41,9 @@ TIMINGS = BUILD / "timings.json"
 MATHJAX = ROOT / ".cache" / "mathjax" / "mathjax" / "es5" / "tex-mml-chtml.js"
 # the appendix that tabulates the other chapters' wall times depends on those records
 TIMING_READERS = {"99_reproducibility"}
+# the appendix that tabulates the claims the other chapters record (lib.fidelity) depends on
+# the records glued in their executed notebooks; it runs after them, before the timing reader
+RECORD_READERS = {"97_fidelity"}
 
 
 class BookError(RuntimeError):
@@ -128,12 +131,30 @@ def input_digest(src: Path, lib_hash: str) -> str:
 
 
 def timings_seen(src: Path) -> str | None:
-    """For a chapter that tabulates the others' wall times: a digest of those records (kept
-    beside the input digest in its record, not in it); None for every other chapter."""
-    if src.stem not in TIMING_READERS:
-        return None
-    others = {k: v for k, v in read_timings().items() if k not in TIMING_READERS}
-    return hashlib.sha256(json.dumps(others, sort_keys=True).encode()).hexdigest()
+    """For an appendix that reads the other chapters' outputs, a digest of what it reads (kept
+    beside the input digest in its record, not in it): the wall-time records for the timing
+    reader, the glued fidelity records of the executed chapters for the record reader; None
+    for every other chapter."""
+    if src.stem in TIMING_READERS:
+        others = {k: v for k, v in read_timings().items() if k not in TIMING_READERS}
+        return hashlib.sha256(json.dumps(others, sort_keys=True).encode()).hexdigest()
+    if src.stem in RECORD_READERS:
+        h = hashlib.sha256()
+        for nb in sorted(BOOK.glob("[0-9][0-9]_*.ipynb")):
+            if nb.stem in TIMING_READERS | RECORD_READERS:
+                continue
+            for cell in json.loads(nb.read_text()).get("cells", []):
+                for out in cell.get("outputs", []):
+                    if out.get("metadata", {}).get("scrapbook", {}).get("name", "").startswith("fidelity-"):
+                        h.update(json.dumps(out["data"], sort_keys=True).encode())
+        return h.hexdigest()
+    return None
+
+
+def run_order(srcs: list[Path]) -> list[Path]:
+    """Chapters first, then the appendix that reads their records, then the timing reader."""
+    rank = {name: 1 for name in RECORD_READERS} | {name: 2 for name in TIMING_READERS}
+    return sorted(srcs, key=lambda s: rank.get(s.stem, 0))
 
 
 def to_notebook(src: Path, dest: Path) -> None:
@@ -311,8 +332,8 @@ def execute(selected: list[str] | None = None, force: bool = False) -> list[str]
     lib_hash = lib_digest()
     ran = []
     failures = []
-    # chapters that tabulate timings run last, after every other record is up to date
-    srcs = [s for s in srcs if s.stem not in TIMING_READERS] + [s for s in srcs if s.stem in TIMING_READERS]
+    # appendices that read the others' outputs run last, after those are up to date
+    srcs = run_order(srcs)
     t_all = time.perf_counter()
     for i, src in enumerate(srcs, 1):
         tag = f"({i}/{len(srcs)}, {time.perf_counter() - t_all:.0f} s) {src.stem}"

@@ -1,0 +1,176 @@
+"""What reproduces: the papers' claims and slips, recorded by the chapters that check them.
+
+A chapter records each quantitative claim of a paper that it checks -- a theorem, a figure, a
+table entry, a number the paper states -- with :func:`claim`, and each slip it finds in a paper
+with :func:`erratum`.  Both store the record in the executed notebook with myst-nb's ``glue``
+(no visible output), so every cell of a record is computed where the check is made.  The
+fidelity appendix (``book/97_fidelity``) reads the records back from the executed chapters with
+:func:`collect` and renders them with :func:`claims_table` and :func:`errata_table`; a test
+compares the appendix with the chapters' records.
+
+A record's values are strings formatted by the chapter (``f"{gap:.3f}"``) or plain numbers
+(formatted with 4 significant digits); MyST math (``$\\eta^*$``) is allowed in every text field.
+``section`` is the label of the section that shows the check (``"sec-width"``); the appendix
+links to it with ``{ref}``, so a label that does not exist fails the strict build.
+"""
+from __future__ import annotations
+
+import json
+import re
+from numbers import Real
+from pathlib import Path
+
+__all__ = ["PAPERS", "VERDICTS", "claim", "erratum", "collect", "claims_table", "errata_table",
+           "verdict_counts"]
+
+PAPERS = {
+    "emami": "Emami et al. (2021), *Implicit bias of linear RNNs*",
+    "sperduti": "Sperduti (2015), *Equivalence results between feedforward and recurrent neural networks for sequences*",
+    "zucchet": "Zucchet et al. (2023), *Gated recurrent neural networks discover attention*",
+}
+VERDICTS = ("reproduced", "partially reproduced", "differs", "not checked")
+GLUE_PREFIX = "fidelity-"
+_KEY = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")
+_LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_:.-]*$")
+NO_ARTEFACT = "—"
+
+
+class _Record:
+    """What ``glue`` stores: the record as JSON text (read back by :func:`collect`)."""
+
+    def __init__(self, data: dict):
+        self.data = data
+
+    def __repr__(self) -> str:
+        return json.dumps(self.data, ensure_ascii=False, sort_keys=True)
+
+
+def _text(name: str, value, *, allow_none: bool = False) -> str | None:
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool):
+        raise TypeError(f"{name} must be a string or a real number, got the bool {value!r}")
+    if isinstance(value, Real):
+        return f"{float(value):.4g}"
+    if isinstance(value, str):
+        if not value.strip():
+            raise ValueError(f"{name} must be a non-empty string, got {value!r}")
+        if "|" in value.replace("\\|", "") or "\n" in value:
+            raise ValueError(f"{name} must fit in one table cell (no '|' and no newline), got {value!r}")
+        return value
+    raise TypeError(f"{name} must be a string or a real number{' or None' if allow_none else ''}, "
+                    f"got {type(value).__name__}")
+
+
+def _common(paper: str, key: str, section: str) -> None:
+    if paper not in PAPERS:
+        raise ValueError(f"paper must be one of {', '.join(PAPERS)}, got {paper!r}")
+    if not isinstance(key, str) or not _KEY.match(key):
+        raise ValueError(f"key must be a lower-case slug (letters, digits, '_', '.', '-'), got {key!r}")
+    if not isinstance(section, str) or not _LABEL.match(section):
+        raise ValueError(f"section must be the label of a section of the book, e.g. 'sec-width', got {section!r}")
+
+
+def _glue(data: dict) -> dict:
+    try:
+        from myst_nb import glue
+    except ImportError:  # outside a notebook build the record is only returned
+        return data
+    glue(f"{GLUE_PREFIX}{data['paper']}-{data['key']}", _Record(data), display=False)
+    return data
+
+
+def claim(paper: str, key: str, what: str, *, published, book, verdict: str, section: str,
+          paper_scale=None, scale: str = "book") -> dict:
+    """Record one quantitative claim of ``paper`` and what the chapter found.
+
+    ``what`` says the claim in the book's words; ``published`` is the paper's value (or
+    "not stated"), ``book`` the chapter's value at the scale it was executed at (``scale``),
+    ``paper_scale`` the value computed from a stored paper-scale artefact (None: there is
+    none), ``verdict`` one of :data:`VERDICTS`, computed by the chapter from its own outputs.
+    """
+    _common(paper, key, section)
+    if verdict not in VERDICTS:
+        raise ValueError(f"verdict must be one of {', '.join(repr(v) for v in VERDICTS)}, got {verdict!r}")
+    if scale not in ("book", "paper"):
+        raise ValueError(f"scale must be 'book' or 'paper', got {scale!r}")
+    data = dict(kind="claim", paper=paper, key=key, what=_text("what", what),
+                published=_text("published", published), book=_text("book", book),
+                paper_scale=_text("paper_scale", paper_scale, allow_none=True),
+                verdict=verdict, section=section, scale=scale)
+    if verdict == "not checked" and data["book"] != NO_ARTEFACT:
+        raise ValueError(f"a claim that is 'not checked' has no book value: pass book={NO_ARTEFACT!r}, "
+                         f"got {data['book']!r}")
+    return _glue(data)
+
+
+def erratum(paper: str, key: str, where: str, *, statement: str, correction: str, check: str,
+            section: str) -> dict:
+    """Record a slip or gap in ``paper``: ``where`` it is, the paper's ``statement``, the
+    ``correction``, and the ``check`` (computed by the chapter) that shows it."""
+    _common(paper, key, section)
+    data = dict(kind="erratum", paper=paper, key=key, where=_text("where", where),
+                statement=_text("statement", statement), correction=_text("correction", correction),
+                check=_text("check", check), section=section)
+    return _glue(data)
+
+
+def collect(notebooks) -> list[dict]:
+    """The records glued in the executed ``notebooks`` (paths, in reading order), each with
+    ``docname`` (the notebook's stem) added.  A key recorded twice is an error."""
+    import nbformat
+
+    records, seen = [], {}
+    for path in notebooks:
+        path = Path(path)
+        nb = nbformat.read(path, as_version=4)
+        for cell in nb.cells:
+            for out in cell.get("outputs", []) if cell.cell_type == "code" else []:
+                name = out.get("metadata", {}).get("scrapbook", {}).get("name", "")
+                if not name.startswith(GLUE_PREFIX):
+                    continue
+                prefix = out["metadata"]["scrapbook"].get("mime_prefix", "")
+                data = json.loads(out["data"][prefix + "text/plain"])
+                ident = (data["kind"], data["paper"], data["key"])
+                if ident in seen:
+                    raise ValueError(f"{data['kind']} {data['paper']}:{data['key']} is recorded twice: "
+                                     f"in {seen[ident]} and in {path.stem}")
+                seen[ident] = path.stem
+                records.append(dict(data, docname=path.stem))
+    return records
+
+
+def _row(cells) -> str:
+    return "| " + " | ".join(cells) + " |"
+
+
+def claims_table(records: list[dict], paper: str) -> str:
+    """The Markdown table of ``paper``'s claims, in reading order."""
+    rows = [r for r in records if r["kind"] == "claim" and r["paper"] == paper]
+    lines = [_row(["claim", "paper", 'this book (`scale="book"`)', "paper-scale artefact", "verdict", "shown in"]),
+             _row(["---"] * 6)]
+    for r in rows:
+        book = r["book"] if r["scale"] == "book" else f"{r['book']} (`scale=\"{r['scale']}\"`)"
+        lines.append(_row([r["what"], r["published"], book, r["paper_scale"] or NO_ARTEFACT,
+                           f"**{r['verdict']}**" if r["verdict"] != "reproduced" else r["verdict"],
+                           f"{{ref}}`{r['section']}`"]))
+    return "\n".join(lines)
+
+
+def errata_table(records: list[dict]) -> str:
+    """The Markdown table of every erratum, paper by paper."""
+    lines = [_row(["paper", "where", "the paper says", "correction", "the check", "shown in"]), _row(["---"] * 6)]
+    for paper in PAPERS:
+        for r in (r for r in records if r["kind"] == "erratum" and r["paper"] == paper):
+            lines.append(_row([paper.capitalize(), r["where"], r["statement"], r["correction"], r["check"],
+                               f"{{ref}}`{r['section']}`"]))
+    return "\n".join(lines)
+
+
+def verdict_counts(records: list[dict], paper: str) -> dict:
+    """``{verdict: number of claims}`` for ``paper`` (every verdict present, zeros included)."""
+    counts = dict.fromkeys(VERDICTS, 0)
+    for r in records:
+        if r["kind"] == "claim" and r["paper"] == paper:
+            counts[r["verdict"]] += 1
+    return counts
