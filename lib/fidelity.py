@@ -21,7 +21,7 @@ from numbers import Real
 from pathlib import Path
 
 __all__ = ["PAPERS", "VERDICTS", "claim", "erratum", "collect", "claims_table", "errata_table",
-           "verdict_counts"]
+           "verdict_counts", "appendix_disagreements"]
 
 PAPERS = {
     "emami": "Emami et al. (2021), *Implicit bias of linear RNNs*",
@@ -174,3 +174,34 @@ def verdict_counts(records: list[dict], paper: str) -> dict:
         if r["kind"] == "claim" and r["paper"] == paper:
             counts[r["verdict"]] += 1
     return counts
+
+
+def _markdown_outputs(path) -> str:
+    import nbformat
+
+    nb = nbformat.read(Path(path), as_version=4)
+    return "\n".join(out["data"]["text/markdown"] for cell in nb.cells if cell.cell_type == "code"
+                     for out in cell.get("outputs", []) if "text/markdown" in out.get("data", {}))
+
+
+def appendix_disagreements(appendix, records: list[dict]) -> list[str]:
+    """What the executed appendix notebook ``appendix`` shows that differs from ``records`` (the
+    chapters' records, :func:`collect`): a paper's claims table or the errata table that is not
+    displayed exactly as the records give it, or a row of the appendix that no record gives.
+    Empty when the appendix and the chapters agree."""
+    shown = _markdown_outputs(appendix)
+    problems = []
+    expected_rows = set()
+    for paper in PAPERS:
+        table = claims_table(records, paper)
+        expected_rows.update(table.splitlines()[2:])
+        if table not in shown:
+            problems.append(f"the claims table of {paper} differs from the chapters' records")
+    table = errata_table(records)
+    expected_rows.update(table.splitlines()[2:])
+    if table not in shown:
+        problems.append("the errata table differs from the chapters' records")
+    for line in shown.splitlines():
+        if line.startswith("| ") and line.rstrip().endswith("` |") and "{ref}" in line and line not in expected_rows:
+            problems.append(f"a row of the appendix that no chapter records: {line[:120]}")
+    return problems

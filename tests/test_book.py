@@ -52,6 +52,17 @@ def test_timings_recorded(executed):
             assert timings[src.stem]["seconds"] > 0
 
 
+def test_fidelity_appendix_agrees_with_the_chapters(executed):
+    from lib import fidelity
+
+    readers = book.TIMING_READERS | book.RECORD_READERS
+    chapters = [s.with_suffix(".ipynb") for s in executed if s.stem not in readers]
+    records = fidelity.collect(chapters)
+    assert {r["paper"] for r in records} == set(fidelity.PAPERS)
+    (appendix,) = [s.with_suffix(".ipynb") for s in executed if s.stem in book.RECORD_READERS]
+    assert fidelity.appendix_disagreements(appendix, records) == []
+
+
 @pytest.fixture(scope="module")
 def site(executed):
     book.build_html(strict=True)   # jupyter-book build -W -n --keep-going; raises on a warning
