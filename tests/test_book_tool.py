@@ -1,5 +1,6 @@
 """The chapter runner (tools/book.py): the table of contents, the parameters cells, and the
 single-chapter command's rejection of unknown parameters (checked before anything runs)."""
+import json
 import re
 import subprocess
 import sys
@@ -112,6 +113,31 @@ def test_timing_records_stay_out_of_the_input_digest(tmp_path, monkeypatch):
     assert before[0] == after[0]                       # digests unchanged by a new wall time
     assert before[1] != after[1]                       # ...but the timing appendix notices it
     assert book.timings_seen(other) is None
+
+
+def test_the_fidelity_appendix_runs_after_the_chapters_and_sees_their_records(tmp_path, monkeypatch):
+    """The appendix that tabulates the chapters' fidelity records runs after every chapter and
+    before the timing appendix, and is re-executed when a chapter's glued record changes (and
+    only then: another output of the chapter does not count)."""
+    names = ["99_reproducibility", "02_b", "97_fidelity", "01_a"]
+    assert [p.stem for p in book.run_order([tmp_path / f"{n}.md" for n in names])] == \
+        ["02_b", "01_a", "97_fidelity", "99_reproducibility"]
+    monkeypatch.setattr(book, "BOOK", tmp_path)
+    reader = tmp_path / "97_fidelity.md"
+
+    def chapter(book_value, stdout):
+        glued = {"output_type": "display_data", "metadata": {"scrapbook": {"name": "fidelity-emami-01-a",
+                 "mime_prefix": "application/papermill.record/"}},
+                 "data": {"application/papermill.record/text/plain": '{"book": "%s"}' % book_value}}
+        printed = {"output_type": "stream", "name": "stdout", "text": stdout}
+        (tmp_path / "01_a.ipynb").write_text(json.dumps({"cells": [{"cell_type": "code", "outputs": [printed, glued]}]}))
+
+    chapter("0.5", "took 3 s")
+    first = book.timings_seen(reader)
+    chapter("0.5", "took 4 s")
+    assert book.timings_seen(reader) == first
+    chapter("0.6", "took 4 s")
+    assert book.timings_seen(reader) != first
 
 
 _DRIVER = r'''
