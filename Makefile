@@ -33,8 +33,10 @@ list: setup
 	$(BIN)/python tools/book.py list
 
 ## make paper: list the paper-scale experiments; make paper EXP=icl ARGS="--steps N": run one
+## (EXP=ch04, ch05, ch06: execute that chapter at scale="paper" and store what it glued)
 paper: setup
 	@if [ -z "$(EXP)" ]; then $(BIN)/python tools/paper.py list; \
+	elif echo "$(EXP)" | grep -qE '^ch[0-9]+$$'; then $(BIN)/python tools/paper.py chapter $(EXP) $(ARGS); \
 	else $(BIN)/python tools/paper.py run $(EXP) --progress $(ARGS); fi
 
 ## make bench: the speed benchmarks (ratios against the reference implementations)

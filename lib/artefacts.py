@@ -4,6 +4,12 @@
 checks every file of the run against ``results/MANIFEST.sha256`` before loading and returns
 the trained networks in float64 (gated RNNs as :class:`lib.gated.GatedLinearRNN`, the other
 architectures as :class:`lib.recurrent_cells.RecurrentNet`), ready to be re-evaluated on CPU.
+
+Chapters whose paper scale is a whole notebook execution (Part I) store what that execution
+glued: executed at ``scale="paper"`` they call :func:`glue_json` on the numbers and small arrays
+of their paper-scale result, ``tools/paper.py chapter NN`` collects those glue outputs into
+``results/chNN_NAME/glued.json`` beside a ``meta.json``, and at ``scale="book"`` the chapter reads
+them back with :func:`load_chapter_run`, which verifies both files against the manifest.
 """
 from __future__ import annotations
 
@@ -14,13 +20,101 @@ import torch
 
 from .data import sha256 as sha256_of
 
-__all__ = ["load_run", "RESULTS", "sha256_of", "manifest_path"]
+__all__ = ["load_run", "load_chapter_run", "chapter_folder", "glue_json", "jsonable", "RESULTS", "sha256_of",
+           "manifest_path", "verify"]
 
 RESULTS = Path(__file__).resolve().parent.parent / "results"
 
 
 def manifest_path(root: Path | None = None) -> Path:
     return (root or RESULTS) / "MANIFEST.sha256"
+
+
+def verify(files, root: Path, command: str) -> None:
+    """Check every file in ``files`` against the manifest of ``root``: ``FileNotFoundError``
+    (naming the command that writes it) for a missing file, ``ValueError`` for a file the
+    manifest does not list or whose SHA-256 differs."""
+    manifest = manifest_path(root)
+    for f in [manifest, *files]:
+        if not f.is_file():
+            raise FileNotFoundError(f"{f} is missing: write it with `{command}`")
+    expected = {}
+    for line in manifest.read_text().splitlines():
+        if line.strip():
+            digest, rel = line.split(None, 1)
+            expected[rel.strip()] = digest
+    for f in files:
+        rel = f.relative_to(root).as_posix()
+        if rel not in expected:
+            raise ValueError(f"{rel} is not listed in {manifest}")
+        got = sha256_of(f)
+        if got != expected[rel]:
+            raise ValueError(f"checksum mismatch for {f}: expected {expected[rel]}, got {got}")
+
+
+def chapter_folder(stem: str) -> str:
+    """The results folder of chapter ``stem`` ("04_training_dynamics" -> "ch04_training_dynamics")."""
+    return "ch" + stem
+
+
+def load_chapter_run(stem: str, root: str | Path | None = None) -> dict:
+    """The stored paper-scale execution of chapter ``stem`` (e.g. "04_training_dynamics"),
+    verified against the manifest: ``{"meta": dict, "glued": {name: value}}``.
+
+    Raises ``FileNotFoundError`` naming the missing file and the command that writes it, and
+    ``ValueError`` if a checksum does not match.
+    """
+    root = Path(root) if root is not None else RESULTS
+    folder = root / chapter_folder(stem)
+    files = [folder / "glued.json", folder / "meta.json"]
+    verify(files, root, f"make paper EXP=ch{stem[:2]}")
+    return {"meta": json.loads(files[1].read_text()), "glued": json.loads(files[0].read_text())}
+
+
+def jsonable(value, digits: int = 6):
+    """``value`` as plain JSON types: numpy arrays and tensors become (nested) lists, numpy
+    scalars Python numbers, tuples lists, dict keys strings; floats keep ``digits``
+    significant digits (enough for every number a chapter prints, and a small file)."""
+    import numpy as np
+
+    if isinstance(value, dict):
+        return {str(k): jsonable(v, digits) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [jsonable(v, digits) for v in value]
+    if isinstance(value, torch.Tensor):
+        value = value.detach().cpu().numpy()
+    if isinstance(value, np.ndarray):
+        return jsonable(value.tolist(), digits)
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        v = float(value)
+        return v if not np.isfinite(v) else float(f"{v:.{digits}g}")
+    if value is None or isinstance(value, str):
+        return value
+    raise TypeError(f"cannot store {type(value).__name__} as JSON")
+
+
+class _JSONText:
+    """What :func:`glue_json` glues: its text form is the JSON of the value."""
+
+    def __init__(self, value):
+        self.value = value
+
+    def __repr__(self) -> str:
+        return json.dumps(self.value, allow_nan=True)
+
+
+def glue_json(name: str, value, digits: int = 6):
+    """Glue ``value`` (made :func:`jsonable`) under ``name`` with no visible output; the glued
+    text/plain is its JSON, read back with ``json.loads``.  Returns the stored value."""
+    from myst_nb import glue
+
+    value = jsonable(value, digits)
+    glue(name, _JSONText(value), display=False)
+    return value
 
 
 def load_run(name: str, root: str | Path | None = None) -> dict:
@@ -38,23 +132,8 @@ def load_run(name: str, root: str | Path | None = None) -> dict:
 
     root = Path(root) if root is not None else RESULTS
     folder = root / name
-    manifest = manifest_path(root)
     files = [folder / "run.pt", folder / "meta.json"]
-    for f in [manifest, *files]:
-        if not f.is_file():
-            raise FileNotFoundError(f"{f} is missing: write it with `make paper EXP={name}`")
-    expected = {}
-    for line in manifest.read_text().splitlines():
-        if line.strip():
-            digest, rel = line.split(None, 1)
-            expected[rel.strip()] = digest
-    for f in files:
-        rel = f.relative_to(root).as_posix()
-        if rel not in expected:
-            raise ValueError(f"{rel} is not listed in {manifest}")
-        got = sha256_of(f)
-        if got != expected[rel]:
-            raise ValueError(f"checksum mismatch for {f}: expected {expected[rel]}, got {got}")
+    verify(files, root, f"make paper EXP={name}")
     meta = json.loads(files[1].read_text())
     data = torch.load(files[0], map_location="cpu", weights_only=False)
     groups = []

@@ -1,8 +1,17 @@
-"""Paper-scale training runs of Part III, written as checksummed artefacts under results/.
+"""Paper-scale runs, written as checksummed artefacts under results/.
 
     python tools/paper.py list                      (make paper)
     python tools/paper.py run NAME [--steps N] [--device cuda] [--progress]
                                                      (make paper EXP=NAME ARGS="--steps N")
+    python tools/paper.py chapter NN [-p NAME VALUE ...]
+                                                     (make paper EXP=chNN)
+
+``chapter NN`` executes chapter NN (Part I) with papermill at ``scale="paper"`` and stores what
+it glued (``lib.artefacts.glue_json``) as results/chNN_NAME/glued.json, with meta.json (command,
+git commit, device, versions, wall time, date, parameters) beside it and both checksums in
+results/MANIFEST.sha256; the chapter reads them back at ``scale="book"`` with
+``lib.artefacts.load_chapter_run``.  ``-p`` overrides other parameters (for a quick trial
+into another folder with ``--results``).
 
 Each experiment trains one or more stacks of networks with ``lib.train_online`` -- gated RNNs
 (``lib.StackedGatedRNN``) or, for the architecture comparison, ``lib.RecurrentNet`` members
@@ -40,6 +49,7 @@ if str(ROOT) not in sys.path:
 import torch  # noqa: E402
 
 import lib  # noqa: E402
+import lib.artefacts  # noqa: E402
 from lib.artefacts import RESULTS, manifest_path, sha256_of  # noqa: E402
 
 # one stack per group; widths within a gated group are zero-padded to the group's largest.
@@ -216,6 +226,77 @@ def _update_manifest(root: Path, files) -> None:
     path.write_text("".join(f"{d}  {r}\n" for r, d in sorted(lines.items())))
 
 
+CHAPTERS = ("04", "05", "06")    # Part I chapters whose paper scale is stored
+
+
+def glued_values(nb_path: Path) -> dict:
+    """Every myst-nb glue output of an executed notebook: name -> value (JSON text read back
+    with json.loads; any other text kept as the string)."""
+    nb = json.loads(Path(nb_path).read_text())
+    out = {}
+    for cell in nb.get("cells", []):
+        for o in cell.get("outputs", []):
+            sb = o.get("metadata", {}).get("scrapbook")
+            if not sb or "name" not in sb:
+                continue
+            text = o.get("data", {}).get(sb.get("mime_prefix", "") + "text/plain")
+            if text is None:
+                continue
+            text = "".join(text) if isinstance(text, list) else text
+            try:
+                out[sb["name"]] = json.loads(text)
+            except ValueError:
+                out[sb["name"]] = text
+    return out
+
+
+def run_chapter(number: str, overrides: dict | None = None, results: Path | None = None) -> Path:
+    sys.path.insert(0, str(ROOT / "tools"))
+    import book  # noqa: PLC0415  (tools/book.py: the executor of the book)
+
+    srcs = sorted(book.BOOK.glob(f"{number}_*.md"))
+    if number not in CHAPTERS or len(srcs) != 1:
+        raise SystemExit(f"unknown chapter {number!r}; choose one of {', '.join(CHAPTERS)}")
+    src = srcs[0]
+    commit, code = _git_commit(), _code_digest()
+    parameters = {"scale": "paper", **(overrides or {})}
+    root = Path(results) if results is not None else RESULTS
+    out = root / lib.artefacts.chapter_folder(src.stem)
+    executed = book.BUILD / "paper" / f"{src.stem}.ipynb"
+    t0 = time.time()
+    book.run_papermill(src, executed, parameters)
+    wall = time.time() - t0
+    glued = glued_values(executed)
+    if not glued:
+        raise SystemExit(f"{src.name} glued nothing at scale='paper'")
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "glued.json").write_text(json.dumps(glued, indent=0, sort_keys=True, allow_nan=True) + "\n")
+    meta = {
+        "experiment": out.name, "chapter": src.name,
+        "what": f"Chapter {number} ({src.stem}) executed at scale=\"paper\": what it glued",
+        "scale": "paper", "parameters": parameters,
+        "command": "python tools/paper.py " + " ".join(shlex.quote(a) for a in sys.argv[1:]),
+        "git_commit": commit, "code_sha256": code,
+        "source_sha256": hashlib.sha256(src.read_bytes()).hexdigest(),
+        "device": _device_name(torch.device("cpu")).split(",")[0] + ", OMP_NUM_THREADS="
+                  + __import__("os").environ.get("OMP_NUM_THREADS", "unset"),
+        "versions": {"python": platform.python_version(), "torch": torch.__version__,
+                     "numpy": __import__("numpy").__version__},
+        "wall_seconds": wall,
+        "finished_utc": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+    }
+    (out / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
+    _update_manifest(root, [out / "glued.json", out / "meta.json"])
+    return out
+
+
+def _value(text: str):
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="cmd")
@@ -228,7 +309,17 @@ def main(argv=None) -> int:
     r.add_argument("--log-every", type=int, default=1000)
     r.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     r.add_argument("--results", default=None, help="results folder (default: results/ of the repository)")
+    c = sub.add_parser("chapter", help="execute a Part I chapter at scale='paper' and store what it glued")
+    c.add_argument("number", help="chapter number: " + ", ".join(CHAPTERS))
+    c.add_argument("-p", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
+                   help="override a parameter (VALUE as JSON, else a string)")
+    c.add_argument("--results", default=None, help="results folder (default: results/ of the repository)")
     args = parser.parse_args(argv)
+    if args.cmd == "chapter":
+        number = args.number.removeprefix("ch").zfill(2)
+        overrides = {k: _value(v) for k, v in args.p}
+        print(f"[paper] wrote {run_chapter(number, overrides, args.results)}", flush=True)
+        return 0
     if args.cmd == "run":
         if args.steps is not None and args.steps < 1:
             raise SystemExit("--steps must be a positive integer")
@@ -242,7 +333,13 @@ def main(argv=None) -> int:
         state = (f"artefact: {have['steps']:,} steps on {have['device']}, {have['wall_seconds'] / 60:.0f} min"
                  if have else "no artefact yet")
         print(f"{name:14s} {cfg['what']}\n{'':14s} paper: {cfg['paper_steps']:,} steps; {state}")
-    print("\nrun one with:  make paper EXP=NAME [ARGS=\"--steps N --progress\"]")
+    for number in CHAPTERS:
+        src = sorted((ROOT / "book").glob(f"{number}_*.md"))
+        meta = RESULTS / lib.artefacts.chapter_folder(src[0].stem) / "meta.json" if src else None
+        have = json.loads(meta.read_text()) if meta is not None and meta.is_file() else None
+        state = (f"artefact: {have['finished_utc']}, {have['wall_seconds'] / 60:.0f} min" if have else "no artefact yet")
+        print(f"{'ch' + number:14s} Chapter {number} at scale=\"paper\"; {state}")
+    print("\nrun one with:  make paper EXP=NAME [ARGS=\"--steps N --progress\"]  (chapters: EXP=chNN)")
     return 0
 
 
