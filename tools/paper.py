@@ -270,7 +270,7 @@ def run_chapter(number: str, overrides: dict | None = None, results: Path | None
     if not glued:
         raise SystemExit(f"{src.name} glued nothing at scale='paper'")
     out.mkdir(parents=True, exist_ok=True)
-    (out / "glued.json").write_text(json.dumps(glued, indent=0, sort_keys=True, allow_nan=True) + "\n")
+    (out / "glued.json").write_text(json.dumps(glued, sort_keys=True, allow_nan=True) + "\n")
     meta = {
         "experiment": out.name, "chapter": src.name,
         "what": f"Chapter {number} ({src.stem}) executed at scale=\"paper\": what it glued",
