@@ -31,6 +31,19 @@ def problems(draw, max_a=4, max_len=9, max_n=5):
     return seqs, w, g
 
 
+def _ff_outputs(g, W, b_o, seqs):
+    """Random hidden biases and output weights for the hidden weights W (H x a l), and the outputs
+    of the feedforward network they make on every prefix of seqs."""
+    H, al = W.shape
+    l = max(s.shape[0] for s in seqs)
+    b, w_o = torch.randn(H, generator=g, dtype=torch.float64), torch.randn(H, generator=g, dtype=torch.float64)
+    net = lib.FeedforwardNet(al // l, l, H)
+    with torch.no_grad():
+        net.W.copy_(W); net.b.copy_(b); net.w_o.copy_(w_o); net.b_o.fill_(b_o)
+        o = net(lib.state_matrix(seqs, l))
+    return b, w_o, o
+
+
 @settings(max_examples=40, deadline=None)
 @given(problems())
 def test_linear_constructions_exact_and_bounded(p):
@@ -57,11 +70,7 @@ def test_general_fast_equals_literal_and_ff(p, H):
     ranks = [int(torch.randint(1, a + 1, (1,), generator=g)) for _ in range(H)]
     W = torch.stack([(torch.randn(a, r, generator=g, dtype=torch.float64)
                       @ torch.randn(r, l, generator=g, dtype=torch.float64)).T.reshape(-1) for r in ranks])
-    b, w_o = torch.randn(H, generator=g, dtype=torch.float64), torch.randn(H, generator=g, dtype=torch.float64)
-    net = lib.FeedforwardNet(a, l, H)
-    with torch.no_grad():
-        net.W.copy_(W); net.b.copy_(b); net.w_o.copy_(w_o); net.b_o.fill_(0.3)
-        o = net(lib.state_matrix(seqs, l))
+    b, w_o, o = _ff_outputs(g, W, 0.3, seqs)
     fast = lib.general_ff_to_rnn(W, b, w_o, 0.3, seqs)
     ref = lib.general_ff_to_rnn_reference(W, b, w_o, 0.3, seqs)
     assert fast.state_size == ref.state_size
@@ -181,11 +190,7 @@ def test_general_forgetting_exact_and_bounded(p, spans):
     spans = [min(t, l) for t in spans]
     H = len(spans)
     W = _random_net(g, a, l, H, spans)
-    b, w_o = torch.randn(H, generator=g, dtype=torch.float64), torch.randn(H, generator=g, dtype=torch.float64)
-    net = lib.FeedforwardNet(a, l, H)
-    with torch.no_grad():
-        net.W.copy_(W); net.b.copy_(b); net.w_o.copy_(w_o); net.b_o.fill_(0.1)
-        o = net(lib.state_matrix(seqs, l))
+    b, w_o, o = _ff_outputs(g, W, 0.1, seqs)
     red = lib.general_ff_to_rnn_forgetting(W, b, w_o, 0.1, seqs)
     full = lib.general_ff_to_rnn(W, b, w_o, 0.1, seqs)
     N = sum(s.shape[0] for s in seqs)
