@@ -125,7 +125,7 @@ def input_digest(src: Path, lib_hash: str) -> str:
     text = src.read_bytes()
     h = hashlib.sha256(text)
     h.update(lib_hash.encode())
-    if b"load_run" in text and RUNS_MANIFEST.is_file():   # a chapter that reads the stored runs
+    if (b"load_run" in text or b"load_chapter_run" in text) and RUNS_MANIFEST.is_file():   # reads stored runs
         h.update(RUNS_MANIFEST.read_bytes())
     return h.hexdigest()
 

@@ -123,13 +123,13 @@ def make_task(cfg: dict, group: dict, dtype, device):
                        sigma_w2=cfg["sigma_w2"], sigma_x2=cfg["sigma_x2"], dtype=dtype, device=device)
 
 
-def _git_commit() -> str:
+def _git_commit(paths=("lib", "tools")) -> str:
     try:
         sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True,
                              check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", "lib", "tools"], cwd=ROOT,
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", *paths], cwd=ROOT,
                                capture_output=True, text=True, check=True).stdout.strip()
-        return sha + ("+uncommitted changes in lib/ or tools/" if dirty else "")
+        return sha + (f"+uncommitted changes in {' or '.join(str(p) for p in paths)}" if dirty else "")
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
 
@@ -258,7 +258,8 @@ def run_chapter(number: str, overrides: dict | None = None, results: Path | None
     if number not in CHAPTERS or len(srcs) != 1:
         raise SystemExit(f"unknown chapter {number!r}; choose one of {', '.join(CHAPTERS)}")
     src = srcs[0]
-    commit, code = _git_commit(), _code_digest()
+    commit, code = _git_commit(("lib", "tools", src.relative_to(ROOT).as_posix())), _code_digest()
+    source = hashlib.sha256(src.read_bytes()).hexdigest()    # the text this execution runs
     parameters = {"scale": "paper", **(overrides or {})}
     root = Path(results) if results is not None else RESULTS
     out = root / lib.artefacts.chapter_folder(src.stem)
@@ -277,8 +278,8 @@ def run_chapter(number: str, overrides: dict | None = None, results: Path | None
         "scale": "paper", "parameters": parameters,
         "command": "python tools/paper.py " + " ".join(shlex.quote(a) for a in sys.argv[1:]),
         "git_commit": commit, "code_sha256": code,
-        "source_sha256": hashlib.sha256(src.read_bytes()).hexdigest(),
-        "device": _device_name(torch.device("cpu")).split(",")[0] + ", OMP_NUM_THREADS="
+        "source_sha256": source,
+        "device": _device_name(torch.device("cpu")).rsplit(",", 1)[0] + ", OMP_NUM_THREADS="
                   + __import__("os").environ.get("OMP_NUM_THREADS", "unset"),
         "versions": {"python": platform.python_version(), "torch": torch.__version__,
                      "numpy": __import__("numpy").__version__},
