@@ -263,7 +263,8 @@ def run_chapter(number: str, overrides: dict | None = None, results: Path | None
     parameters = {"scale": "paper", **(overrides or {})}
     root = Path(results) if results is not None else RESULTS
     out = root / lib.artefacts.chapter_folder(src.stem)
-    executed = book.BUILD / "paper" / f"{src.stem}.ipynb"
+    # the executed notebook (not stored; a trial into another results folder keeps its own)
+    executed = (book.BUILD / "paper" if results is None else root) / f"{src.stem}.ipynb"
     t0 = time.time()
     book.run_papermill(src, executed, parameters)
     wall = time.time() - t0
