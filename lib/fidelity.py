@@ -20,7 +20,7 @@ import re
 from numbers import Real
 from pathlib import Path
 
-__all__ = ["PAPERS", "VERDICTS", "claim", "erratum", "collect", "claims_table", "errata_table",
+__all__ = ["PAPERS", "VERDICTS", "claim", "claim_record", "erratum", "collect", "claims_table", "errata_table",
            "verdict_counts", "appendix_disagreements"]
 
 PAPERS = {
@@ -71,24 +71,31 @@ def _common(paper: str, key: str, section: str) -> None:
         raise ValueError(f"section must be the label of a section of the book, e.g. 'sec-width', got {section!r}")
 
 
-def _glue(data: dict) -> dict:
+def _glue(data: dict) -> None:
     try:
         from myst_nb import glue
-    except ImportError:  # outside a notebook build the record is only returned
-        return data
-    glue(f"{GLUE_PREFIX}{data['paper']}-{data['key']}", _Record(data), display=False)
-    return data
+    except ImportError:  # outside a notebook build there is nothing to glue into
+        return
+    glue(f"{GLUE_PREFIX}{data['kind']}-{data['paper']}-{data['key']}", _Record(data), display=False)
 
 
 def claim(paper: str, key: str, what: str, *, published, book, verdict: str, section: str,
-          paper_scale=None, scale: str = "book") -> dict:
+          paper_scale=None, scale: str = "book") -> None:
     """Record one quantitative claim of ``paper`` and what the chapter found.
 
     ``what`` says the claim in the book's words; ``published`` is the paper's value (or
     "not stated"), ``book`` the chapter's value at the scale it was executed at (``scale``),
     ``paper_scale`` the value computed from a stored paper-scale artefact (None: there is
     none), ``verdict`` one of :data:`VERDICTS`, computed by the chapter from its own outputs.
+    Nothing is displayed (the record is glued); :func:`collect` reads it back.
     """
+    _glue(claim_record(paper, key, what, published=published, book=book, verdict=verdict,
+                       section=section, paper_scale=paper_scale, scale=scale))
+
+
+def claim_record(paper: str, key: str, what: str, *, published, book, verdict: str, section: str,
+                 paper_scale=None, scale: str = "book") -> dict:
+    """The validated record that :func:`claim` glues (its values formatted as the appendix shows them)."""
     _common(paper, key, section)
     if verdict not in VERDICTS:
         raise ValueError(f"verdict must be one of {', '.join(repr(v) for v in VERDICTS)}, got {verdict!r}")
@@ -101,18 +108,17 @@ def claim(paper: str, key: str, what: str, *, published, book, verdict: str, sec
     if verdict == "not checked" and data["book"] != NO_ARTEFACT:
         raise ValueError(f"a claim that is 'not checked' has no book value: pass book={NO_ARTEFACT!r}, "
                          f"got {data['book']!r}")
-    return _glue(data)
+    return data
 
 
 def erratum(paper: str, key: str, where: str, *, statement: str, correction: str, check: str,
-            section: str) -> dict:
+            section: str) -> None:
     """Record a slip or gap in ``paper``: ``where`` it is, the paper's ``statement``, the
     ``correction``, and the ``check`` (computed by the chapter) that shows it."""
     _common(paper, key, section)
-    data = dict(kind="erratum", paper=paper, key=key, where=_text("where", where),
-                statement=_text("statement", statement), correction=_text("correction", correction),
-                check=_text("check", check), section=section)
-    return _glue(data)
+    _glue(dict(kind="erratum", paper=paper, key=key, where=_text("where", where),
+               statement=_text("statement", statement), correction=_text("correction", correction),
+               check=_text("check", check), section=section))
 
 
 def collect(notebooks) -> list[dict]:

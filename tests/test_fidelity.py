@@ -31,6 +31,9 @@ def test_claim_rejects_bad_input(change, match):
     args = dict(paper="emami", key="04-gap", what="the gap shrinks", **GOOD) | change
     with pytest.raises(ValueError, match=match):
         fidelity.claim(args.pop("paper"), args.pop("key"), args.pop("what"), **args)
+    with pytest.raises(ValueError, match=match):   # the record itself is validated the same way
+        args = dict(paper="emami", key="04-gap", what="the gap shrinks", **GOOD) | change
+        fidelity.claim_record(args.pop("paper"), args.pop("key"), args.pop("what"), **args)
 
 
 @pytest.mark.parametrize("value", [True, [0.1], {"a": 1}])
@@ -40,10 +43,12 @@ def test_claim_rejects_values_that_are_not_text_or_numbers(value):
 
 
 def test_numbers_are_formatted_and_not_checked_claims_carry_a_dash():
-    r = fidelity.claim("zucchet", "12-eta", "eta*", published=1 / 3, book=0.123456789, verdict="reproduced",
+    assert fidelity.claim("zucchet", "12-eta", "eta*", published=1, book=2, verdict="reproduced",
+                          section="sec-x") is None            # nothing for a notebook to display
+    r = fidelity.claim_record("zucchet", "12-eta", "eta*", published=1 / 3, book=0.123456789, verdict="reproduced",
                        section="sec-x")
     assert (r["published"], r["book"], r["paper_scale"]) == ("0.3333", "0.1235", None)
-    r = fidelity.claim("zucchet", "12-other", "a claim", published="x", book=fidelity.NO_ARTEFACT,
+    r = fidelity.claim_record("zucchet", "12-other", "a claim", published="x", book=fidelity.NO_ARTEFACT,
                        verdict="not checked", section="sec-x")
     assert r["verdict"] == "not checked"
 
@@ -87,6 +92,17 @@ def appendix(tmp_path_factory):
                                cwd=str(ROOT / "book"), progress_bar=False, log_output=False,
                                kernel_name="python3")
     return folder, out
+
+
+def test_a_claim_and_an_erratum_may_share_a_key(tmp_path):
+    _chapter(tmp_path / "01_both.ipynb", 'lib.fidelity.claim("emami", "01-x", "c", published="1", book="2", '
+             'verdict="differs", section="sec-x")\nlib.fidelity.erratum("emami", "01-x", "Sec. 2", statement="a", '
+             'correction="b", check="c", section="sec-x")')
+    nb = nbformat.read(tmp_path / "01_both.ipynb", as_version=4)
+    names = [o["metadata"]["scrapbook"]["name"] for o in nb.cells[0].outputs]
+    assert names == ["fidelity-claim-emami-01-x", "fidelity-erratum-emami-01-x"]   # distinct glue keys
+    assert [o["output_type"] for o in nb.cells[0].outputs] == ["display_data"] * 2    # no displayed dict
+    assert [r["kind"] for r in fidelity.collect([tmp_path / "01_both.ipynb"])] == ["claim", "erratum"]
 
 
 def test_collect_reads_every_record_in_order(appendix):
