@@ -84,13 +84,16 @@ def test_values_are_read_like_papermill():
     assert book.parse_value("[1, 2]") == [1, 2]
 
 
-def test_chapters_that_read_stored_runs_are_re_executed_when_a_run_changes(tmp_path, monkeypatch):
-    """The input digest of a chapter that calls load_run covers results/MANIFEST.sha256; the
+@pytest.mark.parametrize("reads", ["run = lib.load_run('icl')\n",
+                                   "stored = lib.artefacts.load_chapter_run('04_training_dynamics')\n"])
+def test_chapters_that_read_stored_runs_are_re_executed_when_a_run_changes(tmp_path, monkeypatch, reads):
+    """The input digest of a chapter that reads a stored run (a training run with load_run, a
+    chapter's paper-scale execution with load_chapter_run) covers results/MANIFEST.sha256; the
     digest of every other chapter does not."""
     manifest = tmp_path / "MANIFEST.sha256"
     monkeypatch.setattr(book, "RUNS_MANIFEST", manifest)
     reader, other = tmp_path / "11_reader.md", tmp_path / "01_other.md"
-    reader.write_text("run = lib.load_run('icl')\n")
+    reader.write_text(reads)
     other.write_text("x = 1\n")
     manifest.write_text("aaaa  icl/run.pt\n")
     before = book.input_digest(reader, "lib"), book.input_digest(other, "lib")
