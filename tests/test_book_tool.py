@@ -195,11 +195,14 @@ def _sleepy_book(tmp_path):
 
 def _execute(tmp_path, seconds, mark, force=False):
     import os
+    import signal
     env = {**os.environ, "SLEEPY_SECONDS": str(seconds), "SLEEPY_MARK": str(mark)}
+    # Ctrl-C as a terminal delivers it: the executor starts with SIGINT at its default action even
+    # when the test suite itself runs in the background (where the shell started it ignoring SIGINT)
     return subprocess.Popen([sys.executable, str(tmp_path / "driver.py"), str(ROOT / "tools"), str(tmp_path)]
                             + (["force"] if force else []),
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+                            start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
 @pytest.mark.parametrize("how", ["SIGINT", "SIGKILL"])
