@@ -164,6 +164,8 @@ def linear_ff_to_rnn(w: torch.Tensor, sequences, reduced: bool = False, rtol: fl
                      svd_rtol: float | None = None) -> LinearStateSpace:
     """A linear RNN equal to the linear network ``w`` on every prefix of ``sequences``.
 
+    Derived in Chapter 8 (sections "sec-linear-construction" and "sec-theorem31").
+
     ``reduced=False`` (§3.1): orthonormal basis ``W = Bas Gamma`` (``Bas`` ``(a, r)``),
     ``xi_t = Bas^T x_t``, ``Z`` = state matrix of the xi-sequences ``(N, r l)``, thin SVD
     ``Z = V Lambda U^T``; ``A_in = U^T P_{r,rl} Bas^T``, ``B = U^T R_{r,rl} U``,
@@ -363,6 +365,8 @@ def _unit_bases(W_hid: torch.Tensor, a: int, rtol: float):
 def general_ff_to_rnn(W_hid, b, w_o, b_o, sequences, rank: int | None = None, rtol: float = 1e-12,
                       svd_rtol: float | None = None, out_tanh: bool = True) -> MemoryRNN:
     """The §3.2 RNN of a general single-hidden-layer network (fast path, one SVD).
+
+    Derived in Chapter 9 (sections "sec-general-ff" and "sec-rho-general").
 
     Per hidden unit h: ``W_h = Bas_h Gamma_h`` (orthonormal ``Bas_h``), ``Z(h) = Xi (I_l (x) Bas_h)``
     and ``Y~ = [Z(1) ... Z(H)]``.  Since ``Y~ Y~^T = Xi (I (x) S) Xi^T`` with

@@ -27,7 +27,10 @@ def _check(T, d_x, sigma_x2):
 
 
 def eta_star(T: int, d_x: int, sigma_x2: float = 1.0) -> float:
-    """Optimal one-step-GD learning rate 1 / (sigma_x^2 (T + d_x - 1/5)) (eq. 36, n = T)."""
+    """Optimal one-step-GD learning rate 1 / (sigma_x^2 (T + d_x - 1/5)) (eq. 36, n = T).
+
+    Derived with sympy in Chapter 12, section "sec-eta-star" (the paper's eq. 34 drops d_x).
+    """
     T, d_x, sigma_x2 = _check(T, d_x, sigma_x2)
     return 1.0 / (sigma_x2 * (T + d_x - 0.2))
 
@@ -46,7 +49,10 @@ def gd_loss(eta: float, T: int, d_x: int, sigma_x2: float = 1.0, sigma_w2: float
 
 
 def optimal_gd_loss(T: int, d_x: int, sigma_x2: float = 1.0, sigma_w2: float = 1.0) -> float:
-    """L(eta*) per output coordinate = 1/2 sigma_W^2 sigma_x^2 d_x (d_x - 1/5) / (T + d_x - 1/5)."""
+    """L(eta*) per output coordinate = 1/2 sigma_W^2 sigma_x^2 d_x (d_x - 1/5) / (T + d_x - 1/5).
+
+    Derived with sympy in Chapter 12, section "sec-eta-star".
+    """
     T, d_x, sigma_x2 = _check(T, d_x, sigma_x2)
     sigma_w2 = positive_real("sigma_w2", sigma_w2)
     return 0.5 * sigma_w2 * sigma_x2 * d_x * (d_x - 0.2) / (T + d_x - 0.2)

@@ -264,3 +264,18 @@ def encode_reference(A: torch.Tensor, B: torch.Tensor, sequences) -> list[torch.
             ys.append(y)
         out.append(torch.stack(ys))
     return out
+
+
+def random_sequences(n: int, max_len: int, a: int, generator: torch.Generator) -> list[torch.Tensor]:
+    """``n`` sequences of standard Gaussian ``a``-dimensional items, lengths uniform on 1..max_len.
+
+    The first sequence has the full length ``max_len``, so the set always reaches it (the state
+    matrices of Chapters 8 and 9 then have ``a * max_len`` columns). Lengths and items are drawn
+    from ``generator`` in that order: lengths first, then each sequence's items (float64).
+    """
+    n, max_len, a = positive_int("n", n), positive_int("max_len", max_len), positive_int("a", a)
+    if not isinstance(generator, torch.Generator):
+        raise TypeError(f"generator must be a torch.Generator, got {type(generator).__name__}")
+    lengths = [int(v) for v in torch.randint(1, max_len + 1, (n,), generator=generator)]
+    lengths[0] = max_len
+    return [torch.randn(m, a, generator=generator, dtype=DTYPE) for m in lengths]

@@ -469,7 +469,7 @@ def build_chapter_page(src: Path, nb: Path, params: dict) -> Path:
     site = BUILD / "chapters" / src.stem
     shutil.rmtree(site, ignore_errors=True)
     (site / "book").mkdir(parents=True)
-    for name in ("_config.yml", "references.bib", ".cache", "tools"):
+    for name in ("_config.yml", "references.bib", ".cache", "tools", "lib"):   # lib: the code listings
         if (ROOT / name).exists():
             (site / name).symlink_to(ROOT / name)
     (site / "book" / src.name).symlink_to(src)          # the .md source, offered for download

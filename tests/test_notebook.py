@@ -1,0 +1,135 @@
+"""Tests of lib.notebook (the chapters' scale rule, agreement measure and tables) and of
+lib.sequence_memory.random_sequences (the random sequence sets of Chapters 8 and 9)."""
+import math
+
+import pytest
+import torch
+
+from lib.notebook import by_scale, md_table, rel_err
+from lib.sequence_memory import random_sequences
+
+
+def test_by_scale_takes_the_column_of_scale_and_an_explicit_value_wins():
+    assert by_scale("book", steps=(None, 10, 1000), lr=(None, 1e-2, 1e-3)) == (10, 1e-2)
+    assert by_scale("paper", steps=(None, 10, 1000), lr=(None, 1e-2, 1e-3)) == (1000, 1e-3)
+    assert by_scale("paper", steps=(7, 10, 1000), lr=(None, 1e-2, 1e-3)) == (7, 1e-3)
+    # an explicit value that is falsy is still explicit: only None means "take the column"
+    assert by_scale("book", flag=(False, True, True)) is False
+    assert by_scale("book", widths=([], [1], [2])) == []
+    # one knob gives the value itself, not a 1-tuple
+    assert by_scale("book", n=(None, 3, 4)) == 3
+
+
+@pytest.mark.parametrize("scale", ["Book", "full", "", None, 1])
+def test_by_scale_rejects_an_unknown_scale_by_name(scale):
+    with pytest.raises(ValueError, match=r"scale must be 'book' or 'paper'"):
+        by_scale(scale, n=(None, 1, 2))
+
+
+@pytest.mark.parametrize("triple", [(None, 1), [None, 1, 2], (None, 1, 2, 3), 5])
+def test_by_scale_rejects_a_knob_that_is_not_a_triple(triple):
+    with pytest.raises(ValueError, match=r"steps must be a tuple \(value, book, paper\)"):
+        by_scale("book", steps=triple)
+
+
+def test_by_scale_needs_a_knob():
+    with pytest.raises(ValueError, match="at least one knob"):
+        by_scale("book")
+
+
+def test_rel_err_is_the_frobenius_ratio():
+    a = torch.tensor([[3.0, 0.0], [0.0, 4.0]], dtype=torch.float64)
+    b = torch.zeros(2, 2, dtype=torch.float64)
+    b[0, 0] = 1.0
+    # ||a - b|| = sqrt(2^2 + 4^2), ||b|| = 1
+    assert rel_err(a, b) == pytest.approx(math.sqrt(20.0), rel=1e-15)
+    assert rel_err(b, b) == 0.0
+    # it is not symmetric: the denominator is the second argument
+    assert rel_err(b, a) == pytest.approx(math.sqrt(20.0) / 5.0, rel=1e-15)
+    assert isinstance(rel_err([1.0, 2.0], [1.0, 2.5]), float)
+
+
+def test_rel_err_refuses_shapes_that_would_broadcast():
+    with pytest.raises(ValueError, match=r"rel_err needs a and b of one shape, got \(1, 3\) and \(3,\)"):
+        rel_err(torch.ones(1, 3), torch.ones(3))
+
+
+def test_md_table_renders_header_separator_and_rows():
+    text = md_table(["$k$", "error"], [[1, "1.0e-03"], ["2", 0.5]])
+    assert text == "| $k$ | error |\n|---|---|\n| 1 | 1.0e-03 |\n| 2 | 0.5 |"
+    assert md_table(["a"], []) == "| a |\n|---|"
+
+
+def test_md_table_rejects_a_ragged_row_and_an_empty_header():
+    with pytest.raises(ValueError, match="row 1 of md_table has 3 cells, the header has 2"):
+        md_table(["a", "b"], [["1", "2"], ["1", "2", "3"]])
+    with pytest.raises(ValueError, match="at least one column"):
+        md_table([], [])
+
+
+def test_random_sequences_lengths_items_and_determinism():
+    seqs = random_sequences(50, 9, 3, torch.Generator().manual_seed(4))
+    lengths = [s.shape[0] for s in seqs]
+    assert len(seqs) == 50 and lengths[0] == 9
+    assert min(lengths) >= 1 and max(lengths) == 9 and len(set(lengths)) > 3
+    assert all(s.shape[1] == 3 and s.dtype == torch.float64 for s in seqs)
+    again = random_sequences(50, 9, 3, torch.Generator().manual_seed(4))
+    assert all(torch.equal(s, t) for s, t in zip(seqs, again))
+    other = random_sequences(50, 9, 3, torch.Generator().manual_seed(5))
+    assert not all(s.shape == t.shape and torch.equal(s, t) for s, t in zip(seqs, other))
+    # lengths are drawn before the items, from the same generator
+    g = torch.Generator().manual_seed(4)
+    drawn = [int(v) for v in torch.randint(1, 10, (50,), generator=g)]
+    assert lengths[1:] == drawn[1:]
+    assert torch.equal(seqs[0], torch.randn(9, 3, generator=g, dtype=torch.float64))
+
+
+@pytest.mark.parametrize("kw, match", [
+    (dict(n=0, max_len=5, a=2), "n must be an integer >= 1"),
+    (dict(n=3, max_len=0, a=2), "max_len must be an integer >= 1"),
+    (dict(n=3, max_len=5, a=-1), "a must be an integer >= 1"),
+])
+def test_random_sequences_rejects_bad_sizes(kw, match):
+    with pytest.raises(ValueError, match=match):
+        random_sequences(generator=torch.Generator(), **kw)
+
+
+def test_random_sequences_needs_a_generator():
+    with pytest.raises(TypeError, match="generator must be a torch.Generator, got int"):
+        random_sequences(3, 5, 2, 0)
+
+
+def test_stored_chapter_run_reads_the_run_at_book_scale_only(monkeypatch):
+    from lib import artefacts, notebook
+    calls = []
+    monkeypatch.setattr(artefacts, "load_chapter_run", lambda name: calls.append(name) or {"meta": name})
+    assert notebook.stored_chapter_run("05_memory_and_delay", "book") == {"meta": "05_memory_and_delay"}
+    assert notebook.stored_chapter_run("05_memory_and_delay", "paper") is None
+    assert calls == ["05_memory_and_delay"]
+    with pytest.raises(ValueError, match="scale must be 'book' or 'paper'"):
+        notebook.stored_chapter_run("05_memory_and_delay", "full")
+
+
+def test_stored_chapter_run_says_when_the_run_is_missing_and_raises_on_a_bad_checksum(monkeypatch):
+    from lib import artefacts, notebook
+    shown = []
+    monkeypatch.setattr(notebook, "display", lambda obj: shown.append(obj.data))
+
+    def absent(name):
+        raise FileNotFoundError(f"no stored run for {name}; make paper EXP=ch05")
+    monkeypatch.setattr(artefacts, "load_chapter_run", absent)
+    assert notebook.stored_chapter_run("05_memory_and_delay", "book") is None
+    assert len(shown) == 1 and "stored paper-scale result is missing" in shown[0] and "make paper EXP=ch05" in shown[0]
+
+    def corrupt(name):
+        raise ValueError("checksum mismatch for results/ch05/glued.json")
+    monkeypatch.setattr(artefacts, "load_chapter_run", corrupt)
+    with pytest.raises(ValueError, match="checksum mismatch"):
+        notebook.stored_chapter_run("05_memory_and_delay", "book")
+
+
+def test_stored_chapter_run_reads_the_real_stored_runs():
+    from lib import notebook
+    for name in ("04_training_dynamics", "05_memory_and_delay", "06_s1_real_data"):
+        run = notebook.stored_chapter_run(name, "book")
+        assert run is not None and set(run) >= {"meta", "glued"}
