@@ -28,7 +28,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from ._checks import DTYPE, as_tensor, positive_int, positive_real
+from ._checks import DTYPE, as_tensor, finite_real, positive_int, positive_real, seed_int
 from .linear_rnn import LinearRNN, _conv_fast, _markov, causal_conv, markov_parameters
 from .training import loss_fn
 
@@ -51,21 +51,6 @@ __all__ = [
 ]
 
 
-def _seed(name: str, seed) -> int:
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
-        raise TypeError(f"{name} must be an int, got {seed!r}")
-    return int(seed)
-
-
-def _real(name: str, value) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)):
-        raise TypeError(f"{name} must be a real number, got {value!r}")
-    value = float(value)
-    if not math.isfinite(value):
-        raise ValueError(f"{name} must be finite, got {value}")
-    return value
-
-
 # --------------------------------------------------------------------------------------
 # Synthetic data (Section 5.1)
 # --------------------------------------------------------------------------------------
@@ -78,8 +63,8 @@ def add_output_noise(y: torch.Tensor, snr_db: float, seed: int = 0,
     Returns (noisy y, noise variance s2).  y: any shape; the SNR is 10 log10(P / s2) dB.
     """
     y = as_tensor("y", y, (1, 2, 3))
-    snr_db = _real("snr_db", snr_db)
-    seed = _seed("seed", seed)
+    snr_db = finite_real("snr_db", snr_db)
+    seed = seed_int("seed", seed)
     P = float((y**2).mean()) if signal_power is None else positive_real("signal_power", signal_power)
     if P <= 0:
         raise ValueError("y is identically zero: the SNR of its noise is undefined; pass signal_power")
@@ -102,8 +87,8 @@ def teacher_dataset(L: torch.Tensor, n_train: int, n_test: int, T: int, *, snr_d
     n_train = positive_int("n_train", n_train)
     n_test = positive_int("n_test", n_test)
     T = positive_int("T", T)
-    snr_db = _real("snr_db", snr_db)
-    seed = _seed("seed", seed)
+    snr_db = finite_real("snr_db", snr_db)
+    seed = seed_int("seed", seed)
     n_x = L.shape[2]
     g = torch.Generator().manual_seed(seed)
     x_tr = torch.randn(n_train, T, n_x, generator=g, dtype=L.dtype)
@@ -276,7 +261,7 @@ def train_minibatch(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, lr: f
     lr = positive_real("lr", lr)
     epochs = positive_int("epochs", epochs, minimum=0)
     batch_size = positive_int("batch_size", batch_size)
-    seed = _seed("seed", seed)
+    seed = seed_int("seed", seed)
     x = as_tensor("x", x, 3)
     y = as_tensor("y", y, 3)
     if x.shape[:2] != y.shape[:2]:

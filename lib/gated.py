@@ -23,7 +23,7 @@ from typing import Callable
 import torch
 from torch import nn
 
-from ._checks import as_tensor, positive_int, positive_real
+from ._checks import as_tensor, positive_int, positive_real, seed_int
 
 __all__ = [
     "GatedLinearRNN",
@@ -116,8 +116,7 @@ class GatedLinearRNN(nn.Module):
         lo, hi = (float(v) for v in lam_init)
         if not 0.0 <= lo < hi <= 1.0:
             raise ValueError(f"lam_init must be (low, high) with 0 <= low < high <= 1, got {lam_init}")
-        if not isinstance(seed, int):
-            raise TypeError(f"seed must be an integer, got {seed!r}")
+        seed = seed_int("seed", seed)
         self.d_in, self.append_one = d_in, bool(append_one)
         d_x = d_in + int(append_one)
         g = torch.Generator().manual_seed(seed)
@@ -448,7 +447,7 @@ def train_adamw(model: nn.Module, batch: Callable[[torch.Generator], tuple[torch
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": weight_decay},
                              {"params": plain, "weight_decay": 0.0}], lr=lr)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=steps, eta_min=lr_min)
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator().manual_seed(seed_int("seed", seed))
     hist = {"step": [], "loss": []}
     acc, cnt = 0.0, 0
     for step in range(1, steps + 1):

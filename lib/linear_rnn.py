@@ -32,7 +32,7 @@ import math
 import torch
 from torch import nn
 
-from ._checks import DTYPE, as_tensor, fits_in_memory, positive_int, positive_real, same_dtype
+from ._checks import DTYPE, as_tensor, fits_in_memory, positive_int, positive_real, same_dtype, seed_int
 from .krylov import adjoint_rows, krylov_rows
 
 ENGINES = ("markov", "recurrence")
@@ -310,9 +310,7 @@ class LinearRNN(nn.Module):
                                   upper_name="stability: spectral radius of W/sqrt(n) -> sqrt(nu_W)")
         self.nu_F = positive_real("nu_F", nu_F)
         self.nu_C = positive_real("nu_C", nu_C)
-        if isinstance(seed, bool) or not isinstance(seed, int):
-            raise TypeError(f"seed must be an int, got {seed!r}")
-        g = torch.Generator().manual_seed(seed)
+        g = torch.Generator().manual_seed(seed_int("seed", seed))
         self.W = nn.Parameter(math.sqrt(self.nu_W) * torch.randn(self.n, self.n, generator=g, dtype=dtype))
         self.F = nn.Parameter(math.sqrt(self.nu_F) * torch.randn(self.n, self.n_x, generator=g, dtype=dtype))
         self.C = nn.Parameter(math.sqrt(self.nu_C) * torch.randn(self.n_y, self.n, generator=g, dtype=dtype))

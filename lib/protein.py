@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ._checks import DTYPE, as_tensor, positive_int, positive_real
+from ._checks import DTYPE, as_tensor, positive_int, positive_real, seed_int
 from .data import AMINO_ACIDS, ProteinSet
 
 __all__ = ["AMINO_ACIDS", "amino_code", "amino_indices", "protein_sequences", "prefix_onehot",
@@ -42,7 +42,7 @@ def amino_code(dim: int = 12, seed: int = 0, min_distance: int = 3, max_tries: i
     if not 5 <= span <= dim:
         raise ValueError(f"span must lie in [5, dim = {dim}] (the code words span at most dim dimensions), got {span}")
     max_tries = positive_int("max_tries", max_tries)
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(seed_int("seed", seed))
     for _ in range(max_tries):
         C = rng.choice([-1.0, 1.0], size=(20, dim))
         if span < dim:

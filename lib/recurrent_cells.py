@@ -25,7 +25,7 @@ import math
 import torch
 from torch import nn
 
-from ._checks import as_tensor, positive_int, positive_real
+from ._checks import as_tensor, positive_int, positive_real, seed_int
 from .gated import diagonal_recurrence
 
 __all__ = ["LRULayer", "RecurrentNet", "lstm_from_attention", "glu_gating", "lru_from_gated",
@@ -55,7 +55,7 @@ class LRULayer(nn.Module):
             raise ValueError("skip_gate=True needs input_gate=True (the LRU In+Skip layer)")
         if not 0.0 <= r_min < r_max < 1.0:
             raise ValueError(f"need 0 <= r_min < r_max < 1, got r_min={r_min}, r_max={r_max}")
-        g = torch.Generator().manual_seed(seed)
+        g = torch.Generator().manual_seed(seed_int("seed", seed))
         f64 = torch.float64
         u1 = torch.rand(n_state, generator=g, dtype=f64)
         u2 = torch.rand(n_state, generator=g, dtype=f64)
@@ -111,6 +111,7 @@ class RecurrentNet(nn.Module):
             raise ValueError(f"kind must be one of {RECURRENT_KINDS}, got {kind!r}")
         d_in, width, d_out = (positive_int(n, v) for n, v in (("d_in", d_in), ("width", width), ("d_out", d_out)))
         layers = positive_int("layers", layers)
+        seed = seed_int("seed", seed)
         torch.manual_seed(seed)  # nn.Linear / nn.LSTM initialisers draw from the global generator
         self.kind, self.layers, self.width = kind, layers, width
         self.embed = nn.Linear(d_in, width, dtype=dtype)

@@ -13,7 +13,7 @@ import math
 import torch
 from torch import nn
 
-from ._checks import DTYPE, as_tensor, positive_int, positive_real
+from ._checks import DTYPE, as_tensor, positive_int, positive_real, seed_int
 from .linear_rnn import causal_conv
 
 __all__ = ["rho", "rho_max", "ScaledConv"]
@@ -67,7 +67,7 @@ class ScaledConv(nn.Module):
             theta = L0 / r.sqrt()[:, None, None]
         else:
             init_var = positive_real("init_var", init_var)
-            g = torch.Generator().manual_seed(seed)
+            g = torch.Generator().manual_seed(seed_int("seed", seed))
             theta = math.sqrt(init_var) * torch.randn(T, self.n_y, self.n_x, generator=g, dtype=dtype)
         self.theta = nn.Parameter(theta.detach().clone())
 

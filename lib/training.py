@@ -25,7 +25,7 @@ from typing import Callable
 import torch
 from torch import nn
 
-from ._checks import as_tensor, positive_int, positive_real
+from ._checks import as_tensor, positive_int, positive_real, seed_int
 
 __all__ = ["loss_fn", "train_gd", "train_online", "cosine_lr", "ModuleStack"]
 
@@ -205,7 +205,7 @@ def train_online(model: nn.Module, task, *, steps: int, data_seeds, lr: float = 
         raise TypeError("model must be a stack of K members (lib.StackedGatedRNN or lib.ModuleStack)")
     if getattr(task, "K", K) != K:
         raise ValueError(f"task has {task.K} members (teachers), model has {K}")
-    data_seeds = [int(s) for s in data_seeds]
+    data_seeds = [seed_int("data_seeds entry", s) for s in data_seeds]
     if len(data_seeds) != K:
         raise ValueError(f"data_seeds must have one seed per member ({K}), got {len(data_seeds)}")
     if checkpoint is not None:

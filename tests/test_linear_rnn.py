@@ -3,6 +3,7 @@
 raises a ValueError that names the problem."""
 import math
 
+import numpy as np
 import pytest
 import torch
 from hypothesis import given, settings, strategies as st
@@ -185,3 +186,22 @@ def test_node_constructors_reject_T_below_one():
     for f in (lib.chebyshev_nodes, lib.equispaced_nodes):
         with pytest.raises(ValueError, match="T must be an integer >= 1"):
             f(0)
+
+
+def test_seeds_are_checked_alike():
+    """One seed check for every seeded constructor and function: ints (numpy ints too)."""
+    calls = [lambda s: lib.LinearRNN(3, 1, 1, 0.5, 1.0, 1.0, seed=s),
+             lambda s: lib.ScaledConv(torch.ones(3), 1, 1, seed=s),
+             lambda s: lib.GatedLinearRNN(2, 3, 2, seed=s),
+             lambda s: lib.FeedforwardNet(2, 3, 2, seed=s),
+             lambda s: lib.LRULayer(3, seed=s),
+             lambda s: lib.RecurrentNet("gru", 2, 3, 2, seed=s),
+             lambda s: lib.lsa_teachers(2, [s]),
+             lambda s: lib.add_output_noise(torch.ones(3), 10.0, seed=s)]
+    for call in calls:
+        call(np.int64(4))
+        for bad in (1.5, True, "1"):
+            with pytest.raises(TypeError, match="seed"):
+                call(bad)
+        with pytest.raises(ValueError, match="seed"):
+            call(2**64)
