@@ -102,6 +102,12 @@ class RecurrentNet(nn.Module):
     kind: "lstm" | "gru" (torch.nn.LSTM / torch.nn.GRU), "lru" (GLU output only),
     "lru_in_out" (GLU on input and output) or "lru_in_skip" (input GLU; the output GLU's
     sigmoid branch reads the layer input).  (B, T, d_in) -> (B, T, d_out).
+
+    The initial weights are a function of ``seed`` alone: torch's ``nn.Linear`` / ``nn.LSTM`` /
+    ``nn.GRU`` initialisers draw from the global CPU generator, so the construction runs inside
+    ``torch.random.fork_rng`` with that generator seeded by ``seed``; the caller's global random
+    state is left as it was.  Chapter 13 (section "Fig. 4: which architectures learn
+    attention?") trains these networks.
     """
 
     def __init__(self, kind: str, d_in: int, width: int, d_out: int, layers: int = 1, *,
@@ -112,19 +118,22 @@ class RecurrentNet(nn.Module):
         d_in, width, d_out = (positive_int(n, v) for n, v in (("d_in", d_in), ("width", width), ("d_out", d_out)))
         layers = positive_int("layers", layers)
         seed = seed_int("seed", seed)
-        torch.manual_seed(seed)  # nn.Linear / nn.LSTM initialisers draw from the global generator
         self.kind, self.layers, self.width = kind, layers, width
-        self.embed = nn.Linear(d_in, width, dtype=dtype)
-        if kind == "lstm":
-            self.core = nn.LSTM(width, width, num_layers=layers, batch_first=True, dtype=dtype)
-        elif kind == "gru":
-            self.core = nn.GRU(width, width, num_layers=layers, batch_first=True, dtype=dtype)
-        else:
-            self.core = nn.Sequential(*[LRULayer(width, input_gate=kind in ("lru_in_out", "lru_in_skip"),
-                                                 skip_gate=kind == "lru_in_skip",
-                                                 seed=seed * 100 + k, dtype=dtype)
-                                        for k in range(layers)])
-        self.readout = nn.Linear(width, d_out, dtype=dtype)
+        # nn.Linear / nn.LSTM initialisers draw from the global CPU generator: seed it for the
+        # construction only, and give the caller's global state back afterwards
+        with torch.random.fork_rng(devices=[]):
+            torch.random.default_generator.manual_seed(seed)
+            self.embed = nn.Linear(d_in, width, dtype=dtype)
+            if kind == "lstm":
+                self.core = nn.LSTM(width, width, num_layers=layers, batch_first=True, dtype=dtype)
+            elif kind == "gru":
+                self.core = nn.GRU(width, width, num_layers=layers, batch_first=True, dtype=dtype)
+            else:
+                self.core = nn.Sequential(*[LRULayer(width, input_gate=kind in ("lru_in_out", "lru_in_skip"),
+                                                     skip_gate=kind == "lru_in_skip",
+                                                     seed=seed * 100 + k, dtype=dtype)
+                                            for k in range(layers)])
+            self.readout = nn.Linear(width, d_out, dtype=dtype)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """(B, T, d_in) -> (B, T, d_out); x is checked (shape, finite) first."""
