@@ -295,9 +295,9 @@ def gated_rnn_from_attention(W_V, W_K, W_Q, compact: bool = False) -> GatedLinea
     W_Q <- W_V^{-T} W_K^T W_Q, and keep the d(d+1)/2 neurons v_i v_j, i <= j, of the
     symmetric key-value matrix.
     """
-    from .attention import _square_weights
+    from .attention import check_attention_weights
 
-    W_V, W_K, W_Q = _square_weights(W_V, W_K, W_Q)
+    W_V, W_K, W_Q = check_attention_weights(W_V, W_K, W_Q)
     d_v, d = W_V.shape
     d_k = W_K.shape[0]
     dt = W_V.dtype

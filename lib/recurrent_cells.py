@@ -161,9 +161,9 @@ def lstm_from_attention(W_V, W_K, W_Q, scale: float, forget_bias: float = 50.0):
     (s^3/16) (sum_t v_i k_j) q_j (1 + O(s^2)), so R = 16/s^3 times the signed sums over j.
     Returns ``(lstm, R)`` (float64): y = lstm(x)[0] @ R.T approximates LSA(x), x (B, T, d).
     """
-    from .attention import _square_weights
+    from .attention import check_attention_weights
 
-    W_V, W_K, W_Q = _square_weights(W_V, W_K, W_Q)
+    W_V, W_K, W_Q = check_attention_weights(W_V, W_K, W_Q)
     W_V, W_K, W_Q = W_V.double(), W_K.double(), W_Q.double()
     s = positive_real("scale", scale)
     d_v, d = W_V.shape
@@ -275,9 +275,9 @@ def lru_in_from_attention(W_V, W_K, W_Q, eps: float, skip: bool = False):
     Width W = max(2 d_v d_k + d_k, d); inputs x (B, T, d) zero-padded to W.
     Returns ``(layer, R)`` (float64): y = layer(x padded) @ R.T approximates LSA(x).
     """
-    from .attention import _square_weights
+    from .attention import check_attention_weights
 
-    W_V, W_K, W_Q = (w.double() for w in _square_weights(W_V, W_K, W_Q))
+    W_V, W_K, W_Q = (w.double() for w in check_attention_weights(W_V, W_K, W_Q))
     eps = positive_real("eps", eps)
     f64 = torch.float64
     d_v, d = W_V.shape
