@@ -1,13 +1,23 @@
-"""Training loops: full-batch gradient descent (Part I) and online AdamW (Part III).
+"""Training loops, the losses they minimise and the scores they report.
 
-``train_gd`` -- full-batch gradient descent, the training procedure of Emami et al. (2021),
-Section 4-5: one loop for every model of Part I (``LinearRNN``, ``ScaledConv``), so the RNN
-and its scaled convolution are trained by literally the same code.
+Gradient descent, written out (Part I, Emami et al. 2021, Sections 4-5):
+    ``train_gd``          full-batch GD theta <- theta - lr grad, one loop for every model of
+                          Part I (``LinearRNN``, ``ScaledConv``), so the RNN and its scaled
+                          convolution are trained by literally the same code.
+    ``train_minibatch``   mini-batch GD with a seeded shuffle (the S1 decoder, Section 5.2).
+Online AdamW (Part III):
+    ``train_online``      the online training of Zucchet et al. (2023), App. B.1 (AdamW, cosine
+                          schedule, a fresh batch every step) for K models at once (a
+                          :class:`lib.gated.StackedGatedRNN` or a :class:`ModuleStack`), each with
+                          its own data stream, on any device, resumable from checkpoints; on CUDA
+                          the whole step is captured in a CUDA graph.
+Losses and scores:
+    ``loss_fn``, ``cosine_lr`` (the schedule of App. B.1), ``r2_score`` and
+    ``select_by_validation`` (early stopping on a validation block).
 
-``train_online`` -- the online training of Zucchet et al. (2023), App. B.1 (AdamW, cosine
-schedule, a fresh batch every step) for K models at once (a :class:`lib.gated.StackedGatedRNN`
-or a :class:`ModuleStack`), each with its own data stream, on any device, resumable from
-checkpoints; on CUDA the whole step is captured in a CUDA graph.
+The two GD loops share their argument checks (``lib._checks``: sizes, rates, seeds, paired
+sequences; the loss kinds here), collect the trainable parameters the same way and take the
+same written-out step (``_gd_step``).
 
 Loss normalisation: ``"half_sum"`` is (1/2) sum over all samples, times and outputs of the
 squared error -- the form in which Theorem 4.1's learning-rate condition eta < B_1 is stated
@@ -22,13 +32,49 @@ import warnings
 from pathlib import Path
 from typing import Callable
 
+import numpy as np
 import torch
 from torch import nn
 
-from ._checks import as_tensor, positive_int, positive_real, seed_int
+from ._checks import as_tensor, positive_int, positive_real, seed_int, sequence_pair
 
-__all__ = ["loss_fn", "train_gd", "train_online", "cosine_lr", "ModuleStack"]
+__all__ = ["loss_fn", "train_gd", "train_minibatch", "train_online", "cosine_lr", "ModuleStack", "r2_score",
+           "select_by_validation"]
 
+LOSS_KINDS = ("half_sum", "mean")
+
+
+# ----------------------------------------------------------------------------- shared pieces
+
+def _trainable(model: nn.Module) -> list[nn.Parameter]:
+    """The parameters a loop updates: those that require a gradient, in ``parameters()`` order."""
+    return [p for p in model.parameters() if p.requires_grad]
+
+
+def _check_loss_kind(loss: str) -> str:
+    if loss not in LOSS_KINDS:
+        raise ValueError(f"loss must be 'half_sum' or 'mean', got {loss!r}")
+    return loss
+
+
+def _gd_step(objective: torch.Tensor, params: list[nn.Parameter], lr: float, *, fused: bool) -> None:
+    """One gradient-descent update p <- p - lr * d objective / dp of every parameter, in place.
+
+    ``fused=True``: ``p.sub_(g, alpha=lr)`` (torch's multiply-add, one rounding), the update of
+    ``train_gd``; ``fused=False``: ``p.sub_(lr * g)`` (lr * g rounded first), the update of
+    ``train_minibatch``.  The two differ in the last bit, and each loop keeps its own so that
+    the chapters' numbers stay those of the runs they were argued on.
+    """
+    grads = torch.autograd.grad(objective, params)
+    with torch.no_grad():
+        for p, g in zip(params, grads):
+            if fused:
+                p.sub_(g, alpha=lr)
+            else:
+                p.sub_(lr * g)
+
+
+# ----------------------------------------------------------------------------- gradient descent
 
 def loss_fn(yhat: torch.Tensor, y: torch.Tensor, kind: str = "half_sum") -> torch.Tensor:
     """Squared-error loss: ``"half_sum"`` = 0.5 * sum (yhat - y)^2, ``"mean"`` = mean (yhat - y)^2."""
@@ -50,18 +96,17 @@ def train_gd(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, lr: float, s
     Returns ``{"train": (steps+1,), "test": (steps+1,)}`` losses (``"mean"`` normalisation for
     reporting, whatever ``loss`` drives the updates), entry 0 at initialisation.
     ``callback(step, model)`` is called after every update (and with step 0 before the first),
-    e.g. to record the impulse response for Theorem 4.1.
+    e.g. to record the impulse response for Theorem 4.1.  Chapter 3 (section "Gradient descent
+    on the convolution, exactly") checks it against the closed form; Chapters 4 and 5 train
+    the RNN and the convolutions with it.
     """
     lr = positive_real("lr", lr)
     steps = positive_int("steps", steps, minimum=0)
-    x = as_tensor("x", x, 3)
-    y = as_tensor("y", y, 3)
-    if x.shape[:2] != y.shape[:2]:
-        raise ValueError(f"x (N, T, n_x) = {tuple(x.shape)} and y (N, T, n_y) = {tuple(y.shape)} "
-                         "must have the same N and T")
+    x, y = sequence_pair(x, y)
+    _check_loss_kind(loss)
     if (x_test is None) != (y_test is None):
         raise ValueError("give both x_test and y_test, or neither")
-    params = [p for p in model.parameters() if p.requires_grad]
+    params = _trainable(model)
     train_hist, test_hist = [], []
     n_out = y.numel()
 
@@ -80,10 +125,7 @@ def train_gd(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, lr: float, s
         yhat = model(x)
         objective = loss_fn(yhat, y, loss)
         train_hist.append(float(((yhat.detach() - y) ** 2).sum()) / n_out)
-        grads = torch.autograd.grad(objective, params)
-        with torch.no_grad():
-            for p, g in zip(params, grads):
-                p.sub_(g, alpha=lr)
+        _gd_step(objective, params, lr, fused=True)
         record_test()
         if callback is not None:
             callback(step, model)
@@ -93,6 +135,41 @@ def train_gd(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, lr: float, s
     if x_test is not None:
         out["test"] = torch.tensor(test_hist)
     return out
+
+
+def train_minibatch(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, lr: float, epochs: int,
+                    batch_size: int = 128, seed: int = 0, loss: str = "half_sum",
+                    evaluate: Callable[[int, nn.Module], object] | None = None) -> list:
+    """Mini-batch gradient descent: each epoch visits a fresh seeded permutation of the N
+    sequences in batches of ``batch_size`` (the last batch may be smaller), one step each.
+
+    ``loss`` is the per-batch objective (``"half_sum"`` or ``"mean"``, as in ``train_gd``).
+    With ``"half_sum"`` the batch losses add up to the full-data loss, so one epoch is, to
+    first order in lr, one full-batch GD step with the same lr.  ``evaluate(epoch, model)``
+    is called at epoch 0 (initialisation) and after every epoch; what it returns is returned,
+    one entry per call.  Chapter 6 (sections "The data" and "The RNN's memory on S1 is set by
+    nu_W") trains the S1 decoders with it.
+    """
+    lr = positive_real("lr", lr)
+    epochs = positive_int("epochs", epochs, minimum=0)
+    batch_size = positive_int("batch_size", batch_size)
+    seed = seed_int("seed", seed)
+    x, y = sequence_pair(x, y)
+    _check_loss_kind(loss)
+    params = _trainable(model)
+    g = torch.Generator().manual_seed(seed)
+    hist = []
+    if evaluate is not None:
+        hist.append(evaluate(0, model))
+    N = x.shape[0]
+    for epoch in range(1, epochs + 1):
+        perm = torch.randperm(N, generator=g)
+        for start in range(0, N, batch_size):
+            idx = perm[start:start + batch_size]
+            _gd_step(loss_fn(model(x[idx]), y[idx], loss), params, lr, fused=False)
+        if evaluate is not None:
+            hist.append(evaluate(epoch, model))
+    return hist
 
 
 # ----------------------------------------------------------------------------- online AdamW
@@ -356,3 +433,48 @@ def _capture_step(one_step, opt, acc, steps, lr, lr_min, start, capture):
 
 def _params_of(opt):
     return {i: p for i, p in enumerate(p for g in opt.param_groups for p in g["params"])}
+
+
+# ----------------------------------------------------------------------------- scores
+
+def r2_score(yhat: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """Coefficient of determination per output channel, 1 - SSE / SST over all samples and times.
+
+    yhat, y: (N, T, n_y) or (M, n_y).  SST is taken about the mean of ``y`` itself.
+    Returns (n_y,).  R^2 = 1 for a perfect prediction, 0 for predicting the mean.
+    The score of the S1 decoders, Chapter 6 (sections "The data" and "Table 1").
+    """
+    y = as_tensor("y", y, (2, 3))
+    yhat = as_tensor("yhat", yhat, (2, 3))
+    if yhat.shape != y.shape:
+        raise ValueError(f"yhat shape {tuple(yhat.shape)} != y shape {tuple(y.shape)}")
+    y2, p2 = y.reshape(-1, y.shape[-1]), yhat.reshape(-1, y.shape[-1])
+    if y2.shape[0] < 2:
+        raise ValueError("r2_score needs at least 2 samples")
+    sst = ((y2 - y2.mean(0)) ** 2).sum(0)
+    if (sst == 0).any():
+        raise ValueError("y is constant in some channel: R^2 is undefined")
+    return 1 - ((y2 - p2) ** 2).sum(0) / sst
+
+
+def select_by_validation(val, test) -> tuple[int, np.ndarray]:
+    """Early stopping: the budget with the best validation score, and the test score there.
+
+    val: (B,) or (B, k) validation scores (higher is better; k columns are averaged, e.g. the
+    R^2 of the x and y velocity), one row per training budget; test: (B, ...) test scores on
+    the same budgets.  Returns (index of the best validation row, test[index]).  The first
+    maximum wins, so a flat validation curve selects the shortest budget.  Used in
+    Chapter 6 (section "Table 1"), where the budget is chosen on a validation block the
+    test never sees.
+    """
+    v = np.asarray(val, dtype=np.float64)
+    t = np.asarray(test, dtype=np.float64)
+    if v.ndim not in (1, 2) or v.shape[0] < 1 or v.size == 0:
+        raise ValueError(f"val must have shape (B,) or (B, k) with B >= 1, got {v.shape}")
+    if t.ndim < 1 or t.shape[0] != v.shape[0]:
+        raise ValueError(f"test must have one row per budget (B = {v.shape[0]}), got shape {t.shape}")
+    if not (np.isfinite(v).all() and np.isfinite(t).all()):
+        raise ValueError("val and test must be finite (they contain NaN or infinite entries)")
+    score = v if v.ndim == 1 else v.mean(1)
+    best = int(np.argmax(score))
+    return best, t[best]

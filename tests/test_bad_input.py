@@ -8,8 +8,10 @@ import torch
 
 import lib
 from lib import data
-from lib.experiments import (add_output_noise, conv_features, delay_taps, r2_score, rho_ridge, s1_sequences,
-                             teacher_dataset, train_minibatch)
+from lib.data import s1_sequences
+from lib.scaled_conv import conv_features, rho_ridge
+from lib.teacher import add_output_noise, delay_taps, teacher_dataset
+from lib.training import r2_score, train_minibatch
 
 torch.set_default_dtype(torch.float64)
 

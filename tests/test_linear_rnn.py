@@ -188,6 +188,35 @@ def test_node_constructors_reject_T_below_one():
             f(0)
 
 
+def test_taps_rnn_is_the_rnn_through_its_markov_parameters():
+    rnn = lib.LinearRNN(60, 3, 2, 0.4, 1.0, 1.0, seed=2)
+    x = torch.randn(5, 9, 3, generator=torch.Generator().manual_seed(0), dtype=DT)
+    assert lib.TapsRNN(rnn) is rnn                      # the default engine already is that map
+    with torch.no_grad():
+        assert rel(lib.TapsRNN(rnn)(x), rnn.forward_recurrence(x)) < 1e-10
+    with pytest.raises(TypeError, match="LinearRNN"):
+        lib.TapsRNN(torch.nn.Linear(2, 2))
+    with pytest.raises(ValueError, match="square"):
+        lib.markov_parameters(torch.randn(3, 4), torch.randn(3, 1), torch.randn(1, 3), 4)
+
+
+def test_with_engine_shares_the_parameters():
+    ref = lib.LinearRNN(20, 2, 1, 0.4, 1.0, 1.0, seed=3, engine="recurrence")
+    fast = ref.with_engine("markov")
+    assert fast is not ref and fast.engine == "markov" and ref.engine == "recurrence"
+    assert [id(p) for p in fast.parameters()] == [id(p) for p in ref.parameters()]
+    assert lib.TapsRNN(ref).engine == "markov" and ref.with_engine("recurrence") is ref
+    x = torch.randn(4, 7, 2, generator=torch.Generator().manual_seed(1), dtype=DT)
+    with torch.no_grad():
+        assert rel(fast(x), ref(x)) < 1e-10
+    lib.train_gd(fast, x, torch.zeros(4, 7, 1, dtype=DT), lr=1e-3, steps=2)   # trains ref as well
+    with torch.no_grad():
+        assert rel(fast(x), ref(x)) < 1e-10
+    assert (fast.nu_W, fast.nu_F, fast.nu_C) == (ref.nu_W, ref.nu_F, ref.nu_C)
+    with pytest.raises(ValueError, match="engine"):
+        ref.with_engine("scan")
+
+
 def test_seeds_are_checked_alike():
     """One seed check for every seeded constructor and function: ints (numpy ints too)."""
     calls = [lambda s: lib.LinearRNN(3, 1, 1, 0.5, 1.0, 1.0, seed=s),
