@@ -10,15 +10,17 @@ Modules, by subject:
     scaled_conv  the scaled 1-D convolution (eq. 8), its weights rho_j (eq. 21), its closed-form
                  training (the kernel-regime limit) and the memory profile of trained taps
     ntk          tangent kernels: Thm 3.2 (conv), empirical (torch.func), M_n = J J^T factor
-    training     gradient descent, full-batch and mini-batch (Part I), and online AdamW for K
-                 stacked models (Part III: device-aware, resumable, CUDA-graph captured on
-                 GPUs); R^2 and early stopping
+    training     every training loop: gradient descent, full-batch and mini-batch (Part I),
+                 Adam on the protein network, online AdamW for one or K stacked models
+                 (Part III: device-aware, resumable, CUDA-graph captured on GPUs); R^2 and
+                 early stopping
     tasks        the online tasks of Part III (teacher-student, in-context regression)
     artefacts    the paper-scale runs stored in results/, read back with their checksums
     plotting     the book's single matplotlib style
     sequence_memory  linear autoencoders for sequences (Sperduti 2015, §2.1)
     ff_to_rnn    feedforward -> recurrent constructions, linear and nonlinear (Sperduti 2015, §3)
-    protein      the amino-acid code and the feedforward network of Sperduti's §4
+    protein      Sperduti's §4: the amino-acid code, the sparse prefix matrix and the §4
+                 network's outputs through it (trained by training.train_feedforward)
     attention    causal linear self-attention (Part III)
     gated        gated diagonal linear RNNs, the attention construction, exact polynomials
     icl          in-context linear regression, eta*, the optimal one-step GD loss
@@ -53,7 +55,8 @@ from .ntk import (
 )
 from .scaled_conv import (ScaledConv, conv_features, fit_memory_nu_W, gd_path, learned_fraction, rho, rho_max,
                           rho_ridge, white_input_memory)
-from .training import ModuleStack, cosine_lr, loss_fn, r2_score, select_by_validation, train_gd, train_minibatch, train_online
+from .training import (ModuleStack, cosine_lr, loss_fn, r2_score, select_by_validation, train_adamw, train_feedforward,
+                       train_gd, train_minibatch, train_online)
 from .tasks import ICLTask, TeacherTask, lsa_teachers
 from .artefacts import load_run
 from .data import s1_sequences
@@ -77,7 +80,6 @@ from .gated import (
     gated_rnn_from_attention,
     instantaneous_tensor,
     polynomial_coefficients,
-    train_adamw,
 )
 from .icl import eta_star, gd_loss, gd_predict, icl_batch, optimal_gd_loss
 from .recurrent_cells import (RECURRENT_KINDS, LRULayer, RecurrentNet, glu_gating, lru_from_gated,
@@ -104,6 +106,8 @@ __all__ = [
     "loss_fn",
     "train_gd",
     "train_minibatch",
+    "train_feedforward",
+    "train_adamw",
     "train_online",
     "cosine_lr",
     "ModuleStack",
@@ -154,7 +158,6 @@ __all__ = [
     "gated_rnn_from_attention",
     "instantaneous_tensor",
     "polynomial_coefficients",
-    "train_adamw",
     "eta_star",
     "gd_loss",
     "gd_predict",

@@ -72,6 +72,41 @@ def test_gd_loops_share_their_checks(tiny_xy):
         lib.train_gd(m, x, y, lr=1e-3, steps=1, loss="l1", callback=lambda s, mm: pytest.fail("callback ran"))
 
 
+# ----------------------------------------------------------------------------- AdamW
+
+def _adamw_batch(g):
+    x = torch.randn(8, 5, 2, generator=g)
+    return x, x.cumsum(1)[..., :1]
+
+
+def test_train_adamw_history_is_that_of_train_online():
+    m = lib.GatedLinearRNN(2, 4, 1, seed=0)
+    h = lib.train_adamw(m, _adamw_batch, steps=25, lr=1e-2, log_every=10, no_decay="nu_log")
+    assert h["step"].tolist() == [10, 20, 25] and h["step"].dtype == torch.long
+    assert h["loss"].shape == (3,) and h["loss"].dtype == torch.float64
+    again = lib.train_adamw(lib.GatedLinearRNN(2, 4, 1, seed=0), _adamw_batch, steps=25, lr=1e-2,
+                            log_every=10, no_decay=("nu_log",))
+    assert torch.equal(again["loss"], h["loss"])          # no_decay as a string or a tuple
+    assert h["loss"][-1] < h["loss"][0]
+
+
+@pytest.mark.parametrize("kw, exc, match", [
+    (dict(lr=1e-3, lr_min=1e-2), ValueError, "lr_min"),
+    (dict(weight_decay=1.0), ValueError, "weight_decay"),
+    (dict(weight_decay=-1e-4), ValueError, "weight_decay"),
+    (dict(seed=1.0), TypeError, "seed"),
+    (dict(log_every=0), ValueError, "log_every"),
+])
+def test_adamw_loops_share_their_checks(kw, exc, match):
+    with pytest.raises(exc, match=match):
+        lib.train_adamw(lib.GatedLinearRNN(2, 4, 1), _adamw_batch, steps=3, **kw)
+    if "seed" not in kw:
+        stack = lib.StackedGatedRNN(2, [4], 1, [0], dtype=torch.float64)
+        task = lib.ICLTask(K=1, T=3, d_x=1, d_y=1, batch=2, dtype=torch.float64)
+        with pytest.raises(exc, match=match):
+            lib.train_online(stack, task, steps=3, data_seeds=[0], **kw)
+
+
 # ----------------------------------------------------------------------------- R^2
 
 def test_r2_known_cases():
