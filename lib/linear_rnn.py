@@ -331,17 +331,17 @@ class LinearRNN(nn.Module):
 
     @classmethod
     def from_weights(cls, W: torch.Tensor, F: torch.Tensor, C: torch.Tensor) -> "LinearRNN":
-        """An RNN with the given (W, F, C) in the eq. (1) parametrisation (no stability check)."""
+        """An RNN with the given (W, F, C) in the eq. (1) parametrisation (no stability check).
+
+        Built by ``__init__`` (whose random draw, from its own generator, is then replaced by
+        copies of the given weights); ``nu_W``, ``nu_F``, ``nu_C`` are NaN (not drawn from eq. 4).
+        Chapter 1 runs the Vandermonde realization of Prop. 2.1(b) through it.
+        """
         n = _check_wfc(W, F, C)
         W, F, C = (as_tensor(k, v, 2) for k, v in (("W", W), ("F", F), ("C", C)))
-        model = cls.__new__(cls)
-        nn.Module.__init__(model)
-        model.n, model.n_x, model.n_y = n, F.shape[1], C.shape[0]
-        model.nu_W = model.nu_F = model.nu_C = float("nan")  # not drawn from eq. (4)
-        model.engine = "markov"
-        model.W = nn.Parameter(W.detach().clone())
-        model.F = nn.Parameter(F.detach().clone())
-        model.C = nn.Parameter(C.detach().clone())
+        model = cls(n, F.shape[1], C.shape[0], 0.5, 1.0, 1.0, dtype=W.dtype)
+        model._set_weights(nn.Parameter(W.detach().clone()), nn.Parameter(F.detach().clone()),
+                           nn.Parameter(C.detach().clone()))
         return model
 
     def _set_weights(self, W: nn.Parameter, F: nn.Parameter, C: nn.Parameter) -> None:

@@ -217,6 +217,19 @@ def test_with_engine_shares_the_parameters():
         ref.with_engine("scan")
 
 
+def test_from_weights_copies_the_weights():
+    W, F, C = (torch.randn(*s, generator=torch.Generator().manual_seed(k), dtype=DT)
+               for k, s in enumerate(((5, 5), (5, 2), (3, 5))))
+    rnn = lib.LinearRNN.from_weights(W, F, C)
+    assert (rnn.n, rnn.n_x, rnn.n_y, rnn.engine) == (5, 2, 3, "markov")
+    assert torch.equal(rnn.W, W) and torch.equal(rnn.F, F) and torch.equal(rnn.C, C)
+    assert rnn.W.data_ptr() != W.data_ptr()                      # copies, not views
+    assert all(math.isnan(v) for v in (rnn.nu_W, rnn.nu_F, rnn.nu_C))
+    assert [n for n, _ in rnn.named_parameters()] == ["W", "F", "C"]
+    W32 = W.float()
+    assert lib.LinearRNN.from_weights(W32, F.float(), C.float()).W.dtype == torch.float32
+
+
 def test_seeds_are_checked_alike():
     """One seed check for every seeded constructor and function: ints (numpy ints too)."""
     calls = [lambda s: lib.LinearRNN(3, 1, 1, 0.5, 1.0, 1.0, seed=s),
