@@ -1,5 +1,5 @@
-"""Inputs that used to give a silent wrong answer (NaN out, a wrong shape, a negative bound,
-an ignored setting): each now gives a clear error naming the argument, or the right answer."""
+"""Inputs that would otherwise give a silent wrong answer (NaN out, a wrong shape, a negative
+bound, an ignored setting): each gives a clear error naming the argument, or the right answer."""
 import math
 
 import numpy as np
