@@ -5,7 +5,7 @@
 1. One full-batch GD step (loss + gradient with respect to W, F, C) of ``lib.LinearRNN`` at
    n=1000, T=20, N=50, n_x=n_y=1: engine="markov" vs engine="recurrence".  Target >= 25x,
    gradients equal to <= 1e-10 relative.
-2. The empirical NTK at n=1000, T=10, N=50 (x1 = x2): ``factored_ntk(markov_ntk_factor)``
+2. The empirical NTK at n=1000, T=10, N=50 (x1 = x2): ``factored_ntk(x, x, markov_ntk_factor)``
    vs per-output autograd through the recurrence (``lib.empirical_ntk`` on the model with
    engine="recurrence").  Target >= 50x, kernels equal to <= 1e-10 relative.
 
@@ -91,10 +91,10 @@ def bench_ntk(n, T, N, repeats):
 
     def ref():
         model.engine = "recurrence"
-        return lib.empirical_ntk(model, x, x)
+        return lib.empirical_ntk(x, x, model)
 
     def fast():
-        return lib.factored_ntk(lib.markov_ntk_factor(model, T), x, x, model.n_y)
+        return lib.factored_ntk(x, x, lib.markov_ntk_factor(model, T))
 
     K_ref, t_ref = _best(ref, max(1, repeats - 1))
     K_fast, t_fast = _best(fast, repeats)

@@ -4,30 +4,37 @@ Modules, by subject:
     linear_rnn   linear RNNs, Markov parameters, causal convolutions, Vandermonde realization
     krylov       the two Krylov sequences of the Markov engine in one pass over W (a small C
                  kernel, compiled on first use; torch products without a compiler)
-    data         the S1 recording and the protein secondary-structure set (checksummed)
-    scaled_conv  the scaled 1-D convolution (eq. 8) and its weights rho_j (eq. 21)
+    data         the S1 recording (and its train / validation / test sequences) and the protein
+                 secondary-structure set (checksummed)
+    teacher      Part I's teacher-student data: a linear system's outputs at a given SNR, delays
+    scaled_conv  the scaled 1-D convolution (eq. 8), its weights rho_j (eq. 21), its closed-form
+                 training (the kernel-regime limit) and the memory profile of trained taps
     ntk          tangent kernels: Thm 3.2 (conv), empirical (torch.func), M_n = J J^T factor
-    training     full-batch gradient descent (Part I) and online AdamW for K stacked models
-                 (Part III): device-aware, resumable, CUDA-graph captured on GPUs
+    training     every training loop: gradient descent, full-batch and mini-batch (Part I),
+                 Adam on the protein network, online AdamW for one or K stacked models
+                 (Part III: device-aware, resumable, CUDA-graph captured on GPUs); R^2 and
+                 early stopping
     tasks        the online tasks of Part III (teacher-student, in-context regression)
     artefacts    the paper-scale runs stored in results/, read back with their checksums
     plotting     the book's single matplotlib style
-    experiments  Section 5: teacher data at a given SNR, S1 sequences, mini-batch GD, R^2, kernel limit
     sequence_memory  linear autoencoders for sequences (Sperduti 2015, §2.1)
     ff_to_rnn    feedforward -> recurrent constructions, linear and nonlinear (Sperduti 2015, §3)
-    protein      the amino-acid code and the feedforward network of Sperduti's §4
+    protein      Sperduti's §4: the amino-acid code, the sparse prefix matrix and the §4
+                 network's outputs through it (trained by training.train_feedforward)
     attention    causal linear self-attention (Part III)
     gated        gated diagonal linear RNNs, the attention construction, exact polynomials
     icl          in-context linear regression, eta*, the optimal one-step GD loss
     recurrent_cells  LRU / LSTM / GRU networks and the LSTM construction of App. A
     claims       a chapter's claims: asserted at the settings they were argued for, else reported
     fidelity     the papers' claims and slips as the chapters record them, for the fidelity appendix
+    notebook     what every chapter does the same way: the scale rule, rel_err, tables, stored runs
 
 Every function takes tensors and plain numbers, returns tensors, works in float64 by
 default and validates its arguments before doing any work.
 """
 from .linear_rnn import (
     LinearRNN,
+    TapsRNN,
     causal_conv,
     chebyshev_nodes,
     equispaced_nodes,
@@ -47,24 +54,14 @@ from .ntk import (
     power_law_fit,
     toeplitz,
 )
-from .scaled_conv import ScaledConv, rho, rho_max
-from .training import ModuleStack, cosine_lr, loss_fn, train_gd, train_online
+from .scaled_conv import (ScaledConv, conv_features, fit_memory_nu_W, gd_path, learned_fraction, rho, rho_max,
+                          rho_ridge, white_input_memory)
+from .training import (ModuleStack, cosine_lr, loss_fn, r2_score, select_by_validation, train_adamw, train_feedforward,
+                       train_gd, train_minibatch, train_online)
 from .tasks import ICLTask, TeacherTask, lsa_teachers
 from .artefacts import load_run
-from .experiments import (
-    TapsRNN,
-    add_output_noise,
-    conv_features,
-    delay_taps,
-    gd_path,
-    markov_taps,
-    r2_score,
-    rho_ridge,
-    s1_sequences,
-    teacher_dataset,
-    train_minibatch,
-)
-from .experiments import fit_memory_nu_W, learned_fraction, select_by_validation, white_input_memory
+from .data import s1_sequences
+from .teacher import add_output_noise, delay_taps, teacher_dataset
 from .sequence_memory import (SequenceAutoencoder, autoencoder_matrices, check_sequences, encode,
                               encode_reference, fit_sequence_autoencoder, pad_sequences,
                               shift_operators, state_matrix, state_matrix_reference, thin_svd)
@@ -84,7 +81,6 @@ from .gated import (
     gated_rnn_from_attention,
     instantaneous_tensor,
     polynomial_coefficients,
-    train_adamw,
 )
 from .icl import eta_star, gd_loss, gd_predict, icl_batch, optimal_gd_loss
 from .recurrent_cells import (RECURRENT_KINDS, LRULayer, RecurrentNet, glu_gating, lru_from_gated,
@@ -110,6 +106,9 @@ __all__ = [
     "rho_max",
     "loss_fn",
     "train_gd",
+    "train_minibatch",
+    "train_feedforward",
+    "train_adamw",
     "train_online",
     "cosine_lr",
     "ModuleStack",
@@ -134,12 +133,10 @@ __all__ = [
     "conv_features",
     "delay_taps",
     "gd_path",
-    "markov_taps",
     "r2_score",
     "rho_ridge",
     "s1_sequences",
     "teacher_dataset",
-    "train_minibatch",
     "select_by_validation",
     "learned_fraction",
     "white_input_memory",
@@ -162,7 +159,6 @@ __all__ = [
     "gated_rnn_from_attention",
     "instantaneous_tensor",
     "polynomial_coefficients",
-    "train_adamw",
     "eta_star",
     "gd_loss",
     "gd_predict",

@@ -40,13 +40,37 @@ def positive_real(name: str, value, *, upper: float | None = None, upper_name: s
     return value
 
 
+def finite_real(name: str, value, *, minimum: float | None = None) -> float:
+    """Return ``value`` as a float after checking it is a finite real number (and ``>= minimum``)."""
+    bound = "" if minimum is None else f" >= {minimum:g}"
+    if isinstance(value, bool) or not isinstance(value, Real):
+        raise TypeError(f"{name} must be a real number{bound}, got {value!r}")
+    value = float(value)
+    if not math.isfinite(value) or (minimum is not None and value < minimum):
+        raise ValueError(f"{name} must be a finite real number{bound}, got {value}")
+    return value
+
+
 def nonneg_real(name: str, value) -> float:
     """Return ``value`` as a float after checking it is finite and ``>= 0``."""
-    if isinstance(value, bool) or not isinstance(value, Real):
-        raise TypeError(f"{name} must be a real number >= 0, got {value!r}")
-    value = float(value)
-    if not math.isfinite(value) or value < 0:
-        raise ValueError(f"{name} must be a finite real number >= 0, got {value}")
+    return finite_real(name, value, minimum=0)
+
+
+SEED_RANGE = (-(2**63), 2**64)
+
+
+def seed_int(name: str, value) -> int:
+    """Return a seed as an ``int`` after checking it is an integer that torch accepts.
+
+    The one seed check of the library: Python and numpy integers (not bools, not floats) in
+    [-2^63, 2^64), the range of ``torch.Generator.manual_seed``.  numpy integers are converted,
+    since ``manual_seed`` itself rejects them.
+    """
+    if isinstance(value, bool) or not isinstance(value, Integral):
+        raise TypeError(f"{name} must be an int, got {value!r}")
+    value = int(value)
+    if not SEED_RANGE[0] <= value < SEED_RANGE[1]:
+        raise ValueError(f"{name} must be an integer in [-2^63, 2^64), got {value}")
     return value
 
 
@@ -77,6 +101,16 @@ def as_tensor(name: str, value, ndim: int | tuple[int, ...], dtype=None) -> torc
     if not torch.isfinite(value).all():
         raise ValueError(f"{name} contains NaN or infinite entries")
     return value
+
+
+def sequence_pair(x, y) -> tuple[torch.Tensor, torch.Tensor]:
+    """Inputs x (N, T, n_x) and targets y (N, T, n_y) as tensors, checked to share N and T."""
+    x = as_tensor("x", x, 3)
+    y = as_tensor("y", y, 3)
+    if x.shape[:2] != y.shape[:2]:
+        raise ValueError(f"x (N, T, n_x) = {tuple(x.shape)} and y (N, T, n_y) = {tuple(y.shape)} "
+                         "must have the same N and T")
+    return x, y
 
 
 def same_dtype(**tensors) -> torch.dtype:

@@ -13,10 +13,15 @@ from torch import nn
 
 from ._checks import as_tensor
 
-__all__ = ["LinearSelfAttention", "lsa_instantaneous_tensor"]
+__all__ = ["LinearSelfAttention", "lsa_instantaneous_tensor", "check_attention_weights"]
 
 
-def _square_weights(W_V, W_K, W_Q):
+def check_attention_weights(W_V, W_K, W_Q):
+    """The value, key and query matrices of a linear self-attention layer, checked and promoted
+    to one dtype: W_V (d_v, d), W_K and W_Q (d_k, d), all reading the same input dimension d.
+    The input check of everything built from an attention layer (here, the gated-RNN
+    construction of ``lib.gated`` and the LSTM / LRU constructions of ``lib.recurrent_cells``).
+    """
     W_V = as_tensor("W_V", W_V, 2)
     W_K = as_tensor("W_K", W_K, 2)
     W_Q = as_tensor("W_Q", W_Q, 2)
@@ -42,7 +47,7 @@ class LinearSelfAttention(nn.Module):
 
     def __init__(self, W_V, W_K, W_Q):
         super().__init__()
-        W_V, W_K, W_Q = _square_weights(W_V, W_K, W_Q)
+        W_V, W_K, W_Q = check_attention_weights(W_V, W_K, W_Q)
         self.W_V = nn.Parameter(W_V.clone())
         self.W_K = nn.Parameter(W_K.clone())
         self.W_Q = nn.Parameter(W_Q.clone())
@@ -99,7 +104,7 @@ def lsa_instantaneous_tensor(W_V, W_K, W_Q) -> torch.Tensor:
     coordinate), so that it is directly comparable with a gated RNN's degree-4 polynomial
     (``lib.gated.instantaneous_tensor``).
     """
-    W_V, W_K, W_Q = _square_weights(W_V, W_K, W_Q)
+    W_V, W_K, W_Q = check_attention_weights(W_V, W_K, W_Q)
     d = W_V.shape[1]
     M = W_K.T @ W_Q                                         # x^T M x = k . q
     C = torch.zeros(W_V.shape[0], d + 1, d + 1, d + 1, d + 1, dtype=W_V.dtype)

@@ -5,6 +5,9 @@
 * ``protein``: the Qian & Sejnowski (1988) protein secondary-structure set used by
   Sperduti (2015, Section 4), from the UCI Machine Learning Repository.
 
+``s1_sequences`` cuts the S1 recording into the train / validation / test sequences of
+Section 5.2 (normalised with training statistics).
+
 Where a file is looked for, in order:
 1. the ``path`` argument (a file or a folder holding the file);
 2. the folder in the environment variable ``RNNBOOK_DATA`` (when set);
@@ -23,8 +26,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import torch
 
-__all__ = ["DataError", "DATASETS", "locate", "load_s1", "load_protein", "ProteinSet", "sha256"]
+from ._checks import positive_int
+
+__all__ = ["DataError", "DATASETS", "locate", "load_s1", "s1_sequences", "load_protein", "ProteinSet",
+           "sha256"]
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -160,6 +167,70 @@ def load_s1(path: str | os.PathLike | None = None, *, download: bool = True) -> 
     out = {k: np.asarray(mat[k]) for k in ("spikes", "vel", "pos")}
     if out["spikes"].shape[0] != out["vel"].shape[0]:
         raise DataError(f"s1_data.mat: spikes and vel have different lengths in {f}")
+    return out
+
+
+def _windows(a: np.ndarray, T: int) -> np.ndarray:
+    """Non-overlapping length-T windows of a (bins, d) array -> (bins // T, T, d)."""
+    m = (a.shape[0] // T) * T
+    return a[:m].reshape(-1, T, a.shape[1])
+
+
+def s1_sequences(spikes, vel, T: int = 15, *, fractions=(0.7, 0.1, 0.2), train_bins: int | None = None,
+                 train_offset: int = 0) -> dict[str, torch.Tensor]:
+    """Cut the S1 recording into train / validation / test sequences of length T.
+
+    spikes: (bins, n_neurons) counts; vel: (bins, 2) hand velocity.
+    The recording is split in time into three contiguous blocks with the given ``fractions``
+    (train, validation, test; in that order, so no window straddles two blocks and the test
+    block lies after everything the model saw).  ``train_bins`` keeps only that many bins of
+    the training block starting at ``train_offset`` (the paper's "limited data": 5400 bins =
+    4.5 min at 50 ms).  Inputs and outputs are z-scored per channel with the mean and standard
+    deviation of the bins actually used for training.  Each block is cut into non-overlapping
+    windows of T bins (the remainder is dropped); every window starts from a zero state.
+
+    Returns float64 tensors x_train (N, T, n_neurons), y_train (N, T, 2), x_val, y_val,
+    x_test, y_test, and the normalisation x_mean, x_std, y_mean, y_std.  Chapter 6, section
+    "The data" (Emami et al. 2021, Section 5.2); ``load_s1`` reads the recording.
+    """
+    spikes = np.asarray(spikes, dtype=np.float64)
+    vel = np.asarray(vel, dtype=np.float64)
+    if spikes.ndim != 2 or vel.ndim != 2:
+        raise ValueError(f"spikes and vel must be 2-D (bins, channels), got {spikes.shape} and {vel.shape}")
+    if not (np.isfinite(spikes).all() and np.isfinite(vel).all()):
+        raise ValueError("spikes and vel must be finite (they contain NaN or infinite entries)")
+    if spikes.shape[0] != vel.shape[0]:
+        raise ValueError(f"spikes ({spikes.shape[0]} bins) and vel ({vel.shape[0]} bins) must have "
+                         "the same number of bins")
+    T = positive_int("T", T)
+    fr = [float(f) for f in fractions]
+    if len(fr) != 3 or any(f <= 0 for f in fr) or abs(sum(fr) - 1) > 1e-12:
+        raise ValueError(f"fractions must be three positive numbers summing to 1, got {fractions!r}")
+    n = spikes.shape[0]
+    cut1, cut2 = int(round(fr[0] * n)), int(round((fr[0] + fr[1]) * n))
+    blocks = {"train": slice(0, cut1), "val": slice(cut1, cut2), "test": slice(cut2, n)}
+    train_offset = positive_int("train_offset", train_offset, minimum=0)
+    if train_bins is not None:
+        train_bins = positive_int("train_bins", train_bins, minimum=T)
+        if train_offset + train_bins > cut1:
+            raise ValueError(f"train_offset + train_bins must be <= the training block's {cut1} bins, "
+                             f"got {train_offset} + {train_bins}")
+        blocks["train"] = slice(train_offset, train_offset + train_bins)
+    elif train_offset != 0:
+        raise ValueError("train_offset is only meaningful together with train_bins")
+    for k, s in blocks.items():
+        if s.stop - s.start < T:
+            raise ValueError(f"the {k} block has {s.stop - s.start} bins, fewer than T = {T}")
+    xs, ys = spikes[blocks["train"]], vel[blocks["train"]]
+    x_mean, x_std = xs.mean(0), xs.std(0)
+    y_mean, y_std = ys.mean(0), ys.std(0)
+    x_std[x_std == 0] = 1.0  # a silent neuron stays at zero after centring
+    out: dict[str, torch.Tensor] = {}
+    for k, s in blocks.items():
+        out[f"x_{k}"] = torch.from_numpy(_windows((spikes[s] - x_mean) / x_std, T).copy())
+        out[f"y_{k}"] = torch.from_numpy(_windows((vel[s] - y_mean) / y_std, T).copy())
+    out.update(x_mean=torch.from_numpy(x_mean), x_std=torch.from_numpy(x_std),
+               y_mean=torch.from_numpy(y_mean), y_std=torch.from_numpy(y_std))
     return out
 
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
-from ._checks import DTYPE, as_tensor, nonneg_real, positive_int, positive_real
+from ._checks import DTYPE, as_tensor, nonneg_real, positive_int, positive_real, seed_int
 from .sequence_memory import (autoencoder_matrices, check_sequences, encode, pad_sequences,
                               shift_operators, state_matrix, thin_svd)
 
@@ -225,7 +225,7 @@ class FeedforwardNet(nn.Module):
         super().__init__()
         a, l, hidden = positive_int("a", a), positive_int("l", l), positive_int("hidden", hidden)
         init_scale = positive_real("init_scale", init_scale)
-        g = torch.Generator().manual_seed(int(seed))
+        g = torch.Generator().manual_seed(seed_int("seed", seed))
         self.a, self.l, self.out_tanh = a, l, out_tanh
         self.W = nn.Parameter(torch.randn(hidden, a * l, generator=g, dtype=dtype) * init_scale / math.sqrt(a * l))
         self.b = nn.Parameter(torch.zeros(hidden, dtype=dtype))

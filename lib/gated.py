@@ -18,12 +18,11 @@ from __future__ import annotations
 
 import math
 from itertools import combinations_with_replacement
-from typing import Callable
 
 import torch
 from torch import nn
 
-from ._checks import as_tensor, positive_int, positive_real
+from ._checks import as_tensor, positive_int, seed_int
 
 __all__ = [
     "GatedLinearRNN",
@@ -34,7 +33,6 @@ __all__ = [
     "construction_size",
     "instantaneous_tensor",
     "polynomial_coefficients",
-    "train_adamw",
 ]
 
 
@@ -116,8 +114,7 @@ class GatedLinearRNN(nn.Module):
         lo, hi = (float(v) for v in lam_init)
         if not 0.0 <= lo < hi <= 1.0:
             raise ValueError(f"lam_init must be (low, high) with 0 <= low < high <= 1, got {lam_init}")
-        if not isinstance(seed, int):
-            raise TypeError(f"seed must be an integer, got {seed!r}")
+        seed = seed_int("seed", seed)
         self.d_in, self.append_one = d_in, bool(append_one)
         d_x = d_in + int(append_one)
         g = torch.Generator().manual_seed(seed)
@@ -296,9 +293,9 @@ def gated_rnn_from_attention(W_V, W_K, W_Q, compact: bool = False) -> GatedLinea
     W_Q <- W_V^{-T} W_K^T W_Q, and keep the d(d+1)/2 neurons v_i v_j, i <= j, of the
     symmetric key-value matrix.
     """
-    from .attention import _square_weights
+    from .attention import check_attention_weights
 
-    W_V, W_K, W_Q = _square_weights(W_V, W_K, W_Q)
+    W_V, W_K, W_Q = check_attention_weights(W_V, W_K, W_Q)
     d_v, d = W_V.shape
     d_k = W_K.shape[0]
     dt = W_V.dtype
@@ -416,55 +413,6 @@ def polynomial_coefficients(C: torch.Tensor) -> tuple[list[tuple[int, ...]], tor
     coef.index_add_(1, ids, C.reshape(C.shape[0], -1))
     exponents = [tuple(sum(1 for a in mono if a == v) for v in range(m - 1)) for mono in monos]
     return exponents, coef
-
-
-# ----------------------------------------------------------------------------- training
-
-def train_adamw(model: nn.Module, batch: Callable[[torch.Generator], tuple[torch.Tensor, torch.Tensor]],
-                *, steps: int, lr: float = 1e-3, lr_min: float = 1e-6, weight_decay: float = 1e-4,
-                no_decay: tuple[str, ...] = ("nu_log",), seed: int = 0,
-                loss: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
-                predict: Callable[[nn.Module, torch.Tensor], torch.Tensor] | None = None,
-                log_every: int = 100) -> dict[str, list]:
-    """Online training of App. B.1: AdamW, cosine schedule lr -> lr_min over ``steps``.
-
-    ``batch(generator) -> (x, y)`` draws a fresh batch every step (each sequence seen once);
-    ``predict(model, x)`` (default ``model(x)``) gives what is compared with y by ``loss``
-    (default 1/2 * mean squared error).  Parameters whose name ends with an entry of
-    ``no_decay`` (the recurrent lam) get no weight decay.  Returns ``{"step", "loss"}``: the
-    training loss averaged over each block of ``log_every`` steps.
-    """
-    steps = positive_int("steps", steps)
-    lr = positive_real("lr", lr)
-    lr_min = positive_real("lr_min", lr_min)
-    if weight_decay < 0:
-        raise ValueError(f"weight_decay must be >= 0, got {weight_decay}")
-    loss = loss or (lambda yhat, y: 0.5 * ((yhat - y) ** 2).mean())
-    predict = predict or (lambda mdl, x: mdl(x))
-    decay, plain = [], []
-    for name, p in model.named_parameters():
-        if p.requires_grad:
-            (plain if name.endswith(no_decay) else decay).append(p)
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": weight_decay},
-                             {"params": plain, "weight_decay": 0.0}], lr=lr)
-    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=steps, eta_min=lr_min)
-    g = torch.Generator().manual_seed(seed)
-    hist = {"step": [], "loss": []}
-    acc, cnt = 0.0, 0
-    for step in range(1, steps + 1):
-        x, y = batch(g)
-        value = loss(predict(model, x), y)
-        opt.zero_grad(set_to_none=True)
-        value.backward()
-        opt.step()
-        sched.step()
-        acc += float(value.detach())
-        cnt += 1
-        if step % log_every == 0 or step == steps:
-            hist["step"].append(step)
-            hist["loss"].append(acc / cnt)
-            acc, cnt = 0.0, 0
-    return hist
 
 
 # ----------------------------------------------------------------------------- stacked training

@@ -9,6 +9,11 @@ gives the causal convolution y_t = sum_{j<=t} L_j x_{t-j} with Markov parameters
 (impulse response) L_j = n^{-(j+1)/2} C W^j F (Prop. 2.1a).  Conversely any T taps L_j are
 realised by an RNN with n = T n_x n_y units through a Vandermonde system (Prop. 2.1b).
 
+The Markov parameters have one public name, ``markov_parameters`` (the fast engine below; on a
+model, ``LinearRNN.markov_parameters(T)``); ``impulse_response`` is its plain reference
+implementation (T matrix products, equal to rounding), the reference the fast path is tested
+against.
+
 Two exact engines compute the same function of (W, F, C):
     "markov"      (default) y = causal_conv(L, x) with the taps L from ``markov_parameters``, a
                   custom autograd Function: the forward pass computes the input-side Krylov
@@ -32,13 +37,14 @@ import math
 import torch
 from torch import nn
 
-from ._checks import DTYPE, as_tensor, fits_in_memory, positive_int, positive_real, same_dtype
+from ._checks import DTYPE, as_tensor, fits_in_memory, positive_int, positive_real, same_dtype, seed_int
 from .krylov import adjoint_rows, krylov_rows
 
 ENGINES = ("markov", "recurrence")
 
 __all__ = [
     "LinearRNN",
+    "TapsRNN",
     "ENGINES",
     "impulse_response",
     "markov_parameters",
@@ -66,10 +72,13 @@ def _check_wfc(W: torch.Tensor, F: torch.Tensor, C: torch.Tensor) -> int:
 
 
 def impulse_response(W: torch.Tensor, F: torch.Tensor, C: torch.Tensor, T: int) -> torch.Tensor:
-    """Markov parameters L_j = n^{-(j+1)/2} C W^j F for j = 0, ..., T-1 (eq. 9).
+    """Markov parameters L_j = n^{-(j+1)/2} C W^j F for j = 0, ..., T-1 (eq. 9): the reference.
 
-    Returns a tensor of shape (T, n_y, n_x).  Differentiable in (W, F, C).
-    Cost: T matrix-matrix products of size (n, n) x (n, n_x).
+    The plain implementation of the map that ``markov_parameters`` computes with the fast engine
+    (the two agree to rounding, not bit for bit; the tests compare values, gradients and
+    Jacobians).  Returns a tensor of shape (T, n_y, n_x).  Differentiable in (W, F, C) by plain
+    autograd.  Cost: T matrix-matrix products of size (n, n) x (n, n_x).  Chapter 1 derives
+    eq. (9) and checks it with this function; ``lib.ntk.markov_jacobian`` differentiates it.
     """
     n = _check_wfc(W, F, C)
     T = positive_int("T", T)
@@ -84,10 +93,14 @@ def impulse_response(W: torch.Tensor, F: torch.Tensor, C: torch.Tensor, T: int) 
 
 
 def markov_parameters(W: torch.Tensor, F: torch.Tensor, C: torch.Tensor, T: int) -> torch.Tensor:
-    """The Markov parameters of eq. (9), like ``impulse_response``, through the fast engine.
+    """The Markov parameters L_j = n^{-(j+1)/2} C W^j F of eq. (9), through the fast engine.
 
+    The library's name for the map (W, F, C, T) -> L; ``LinearRNN.markov_parameters(T)`` is the
+    same map on a model's own weights, and ``impulse_response`` its plain reference.
     Returns (T, n_y, n_x), equal to ``impulse_response(W, F, C, T)`` (to rounding) in the forward
-    pass.  The backward pass is hand-structured (see ``_MarkovFunction``): for n_x == n_y no
+    pass.  The engine works on the side with fewer vectors (C W^j when n_y < n_x) and, for
+    n_x == n_y, fuses both Krylov sequences into one pass over W: O(T n^2 min(n_x, n_y)).
+    The backward pass is hand-structured (see ``_MarkovFunction``): for n_x == n_y no
     product with W (the readout-side Krylov sequence comes from the forward pass, fused with
     the input side), otherwise one adjoint recursion on the smaller side; the W-gradient is a
     single GEMM, instead of T accumulated outer products.  It also has
@@ -99,7 +112,7 @@ def markov_parameters(W: torch.Tensor, F: torch.Tensor, C: torch.Tensor, T: int)
 
 
 def _markov(W, F, C, T):
-    """``markov_parameters`` without input validation (the model's hot path).
+    """``markov_parameters`` without input validation (the model's hot path, this module only).
 
     Which Krylov sequences to compute depends on the shapes.  L_j(W, F, C) is also
     L_j(W^T, C^T, F^T)^T (the transposed system), so the engine always works on the side with
@@ -292,7 +305,8 @@ class LinearRNN(nn.Module):
     ``engine`` chooses how ``forward`` evaluates the (identical) map: ``"markov"`` (default,
     fast: the causal convolution with the Markov parameters, O(T n^2) per pass) or
     ``"recurrence"`` (the reference recurrence, O(N T n^2)).  It may be changed later by
-    assigning ``model.engine``.
+    assigning ``model.engine``, or a model that shares the parameters but uses another engine
+    obtained with ``with_engine``.  ``forward_recurrence`` is the reference whatever the engine.
     """
 
     def __init__(self, n: int, n_x: int, n_y: int, nu_W: float, nu_F: float, nu_C: float,
@@ -310,27 +324,46 @@ class LinearRNN(nn.Module):
                                   upper_name="stability: spectral radius of W/sqrt(n) -> sqrt(nu_W)")
         self.nu_F = positive_real("nu_F", nu_F)
         self.nu_C = positive_real("nu_C", nu_C)
-        if isinstance(seed, bool) or not isinstance(seed, int):
-            raise TypeError(f"seed must be an int, got {seed!r}")
-        g = torch.Generator().manual_seed(seed)
+        g = torch.Generator().manual_seed(seed_int("seed", seed))
         self.W = nn.Parameter(math.sqrt(self.nu_W) * torch.randn(self.n, self.n, generator=g, dtype=dtype))
         self.F = nn.Parameter(math.sqrt(self.nu_F) * torch.randn(self.n, self.n_x, generator=g, dtype=dtype))
         self.C = nn.Parameter(math.sqrt(self.nu_C) * torch.randn(self.n_y, self.n, generator=g, dtype=dtype))
 
     @classmethod
     def from_weights(cls, W: torch.Tensor, F: torch.Tensor, C: torch.Tensor) -> "LinearRNN":
-        """An RNN with the given (W, F, C) in the eq. (1) parametrisation (no stability check)."""
+        """An RNN with the given (W, F, C) in the eq. (1) parametrisation (no stability check).
+
+        Built by ``__init__`` (whose random draw, from its own generator, is then replaced by
+        copies of the given weights); ``nu_W``, ``nu_F``, ``nu_C`` are NaN (not drawn from eq. 4).
+        Chapter 1 runs the Vandermonde realization of Prop. 2.1(b) through it.
+        """
         n = _check_wfc(W, F, C)
         W, F, C = (as_tensor(k, v, 2) for k, v in (("W", W), ("F", F), ("C", C)))
-        model = cls.__new__(cls)
-        nn.Module.__init__(model)
-        model.n, model.n_x, model.n_y = n, F.shape[1], C.shape[0]
-        model.nu_W = model.nu_F = model.nu_C = float("nan")  # not drawn from eq. (4)
-        model.engine = "markov"
-        model.W = nn.Parameter(W.detach().clone())
-        model.F = nn.Parameter(F.detach().clone())
-        model.C = nn.Parameter(C.detach().clone())
+        model = cls(n, F.shape[1], C.shape[0], 0.5, 1.0, 1.0, dtype=W.dtype)
+        model._set_weights(nn.Parameter(W.detach().clone()), nn.Parameter(F.detach().clone()),
+                           nn.Parameter(C.detach().clone()))
         return model
+
+    def _set_weights(self, W: nn.Parameter, F: nn.Parameter, C: nn.Parameter) -> None:
+        """Replace the parameters drawn by ``__init__`` (shapes as this model's; no nu_* apply)."""
+        self.W, self.F, self.C = W, F, C
+        self.nu_W = self.nu_F = self.nu_C = float("nan")
+
+    def with_engine(self, engine: str) -> "LinearRNN":
+        """This RNN evaluated by ``engine``: ``self`` when that is already its engine, otherwise a
+        LinearRNN that shares this one's parameters (the same tensors, not copies, so training
+        one trains the other) and has that engine.  ``with_engine("markov")`` is the RNN as the
+        causal convolution with its own Markov parameters (Prop. 2.1a), the fast forward that
+        Chapters 4-6 train through (``TapsRNN``).
+        """
+        if engine not in ENGINES:
+            raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
+        if engine == self._engine:
+            return self
+        view = type(self)(self.n, self.n_x, self.n_y, 0.5, 1.0, 1.0, dtype=self.W.dtype, engine=engine)
+        view._set_weights(self.W, self.F, self.C)
+        view.nu_W, view.nu_F, view.nu_C = self.nu_W, self.nu_F, self.nu_C
+        return view
 
     @property
     def engine(self) -> str:
@@ -349,7 +382,8 @@ class LinearRNN(nn.Module):
         return x
 
     def markov_parameters(self, T: int) -> torch.Tensor:
-        """The impulse response L_0..L_{T-1} of this RNN, shape (T, n_y, n_x) (fast engine).
+        """The impulse response L_0..L_{T-1} of this RNN, shape (T, n_y, n_x): the module
+        function ``markov_parameters(W, F, C, T)`` on this model's weights (fast engine).
 
         The weights were validated at construction, so only T is checked here (checking W for
         NaN costs as much as the taps themselves).
@@ -374,6 +408,19 @@ class LinearRNN(nn.Module):
             return self.forward_recurrence(x)
         x = self._check_input(x)
         return _conv_fast(_markov(self.W, self.F, self.C, x.shape[1]), x)
+
+
+def TapsRNN(rnn: LinearRNN) -> LinearRNN:
+    """``rnn`` evaluated as the causal convolution with its own Markov parameters (Prop. 2.1a).
+
+    The name Chapters 4-6 train through; it is ``rnn.with_engine("markov")`` -- ``rnn`` itself
+    when its engine is the default ``"markov"``, else a LinearRNN sharing its parameters.  Same
+    parameters, same map, computed in O(T n^2 min(n_x, n_y)) instead of O(N T n^2) per forward
+    pass; ``forward_recurrence`` keeps the plain step-by-step reference.
+    """
+    if not isinstance(rnn, LinearRNN):
+        raise TypeError(f"rnn must be a lib.LinearRNN, got {type(rnn).__name__}")
+    return rnn.with_engine("markov")
 
 
 # --------------------------------------------------------------------------------------

@@ -4,7 +4,10 @@ For a model y = f(x, theta) mapping (N, T, n_x) -> (N, T, n_y), the NTK is
 
     K(x, x')[(i, t, a), (k, s, c)] = < d y_{i,t,a} / d theta ,  d y'_{k,s,c} / d theta >.
 
-**Ordering (every kernel in this module).** Rows are ordered (sample i, time t, output
+**Interface (every kernel in this module).** A kernel is a function ``K(x1, x2, ...)`` of the
+two input batches first, then what defines the model (rho, a tap Gram matrix M, a module), with
+the sizes N1, N2, T, n_x read from the inputs and n_y from M or the module where they fix it.
+**Ordering.** Rows are ordered (sample i, time t, output
 channel a) with the output channel fastest, columns (sample k, time s, output channel c)
 likewise; a kernel of x1: (N1, T, n_x) and x2: (N2, T, n_x) has shape (N1 T n_y, N2 T n_y),
 i.e. it is ``K6.reshape(N1*T*n_y, N2*T*n_y)`` of the 6-D tensor K6[i, t, a, k, s, c].
@@ -99,7 +102,8 @@ def conv_ntk_factor(rho: torch.Tensor, n_x: int, n_y: int) -> torch.Tensor:
 def conv_ntk(x1: torch.Tensor, x2: torch.Tensor, rho: torch.Tensor, n_y: int = 1) -> torch.Tensor:
     """NTK of the scaled convolution (8), Theorem 3.2: K = 𝒯(x1)^T D(rho) 𝒯(x2) ⊗ I_{n_y}.
 
-    x1: (N1, T, n_x), x2: (N2, T, n_x), rho: (T,) >= 0; n_y output channels.  Returns
+    x1: (N1, T, n_x), x2: (N2, T, n_x), rho: (T,) >= 0; n_y output channels (the one size the
+    inputs do not fix: the kernel is the same for every channel, ⊗ I_{n_y}).  Returns
     (N1 T n_y, N2 T n_y), ordered (sample, time, output channel) on both sides.  The same
     function is the wide-limit NTK of the linear RNN with rho = lib.rho(T, nu_W, nu_F, nu_C)
     (Theorem 3.3).  Entry: K[(i,t,a),(k,s,c)] = delta_ac sum_j rho_j x1_i[t-j] . x2_k[s-j].
@@ -117,22 +121,24 @@ def conv_ntk(x1: torch.Tensor, x2: torch.Tensor, rho: torch.Tensor, n_y: int = 1
     return K.reshape(N1 * T * n_y, N2 * T * n_y)
 
 
-def factored_ntk(M: torch.Tensor, x1: torch.Tensor, x2: torch.Tensor, n_y: int) -> torch.Tensor:
+def factored_ntk(x1: torch.Tensor, x2: torch.Tensor, M: torch.Tensor) -> torch.Tensor:
     """K = 𝒯(x1)^T M 𝒯(x2) for a tap Gram matrix M ordered (j, a, b) (see module docstring).
 
-    M: (T n_y n_x, T n_y n_x) (e.g. ``markov_ntk_factor``); x1: (N1, T, n_x), x2: (N2, T, n_x).
-    Returns (N1 T n_y, N2 T n_y) ordered (sample, time, output channel).
-    K[(i,t,a),(k,s,c)] = sum_{j,b,J,d} x1_i[t-j, b] M[(j,a,b),(J,c,d)] x2_k[s-J, d].
+    x1: (N1, T, n_x), x2: (N2, T, n_x); M: (T n_y n_x, T n_y n_x) (e.g. ``markov_ntk_factor``),
+    from whose size n_y is read.  Returns (N1 T n_y, N2 T n_y) ordered (sample, time, output
+    channel).  K[(i,t,a),(k,s,c)] = sum_{j,b,J,d} x1_i[t-j, b] M[(j,a,b),(J,c,d)] x2_k[s-J, d].
+    Chapter 2, section "The finite-width kernel factors exactly", checks it against
+    ``empirical_ntk`` and uses it for the kernels of section "Empirical kernel against the limit".
     """
     x1, x2 = _pair(x1, x2)
     N1, T, n_x = x1.shape
     N2 = x2.shape[0]
-    n_y = positive_int("n_y", n_y)
     M = as_tensor("M", M, 2).to(x1.dtype)
-    m = T * n_y * n_x
-    if M.shape != (m, m):
-        raise ValueError(f"M must have shape (T n_y n_x, T n_y n_x) = ({m}, {m}) for T = {T}, "
-                         f"n_y = {n_y}, n_x = {n_x}; got {tuple(M.shape)}")
+    m = M.shape[0]
+    if M.shape != (m, m) or m % (T * n_x) != 0:
+        raise ValueError(f"M must have shape (T n_y n_x, T n_y n_x), a square matrix whose size is a "
+                         f"multiple of T n_x = {T * n_x} (T = {T}, n_x = {n_x}, from x1); got {tuple(M.shape)}")
+    n_y = m // (T * n_x)
     M6 = M.reshape(T, n_y, n_x, T, n_y, n_x)
     X1 = toeplitz(x1).reshape(N1, T, n_x, T)
     X2 = toeplitz(x2).reshape(N2, T, n_x, T)
@@ -141,7 +147,7 @@ def factored_ntk(M: torch.Tensor, x1: torch.Tensor, x2: torch.Tensor, n_y: int) 
     return K.reshape(N1 * T * n_y, N2 * T * n_y)
 
 
-def empirical_ntk(model: nn.Module, x1: torch.Tensor, x2: torch.Tensor, *,
+def empirical_ntk(x1: torch.Tensor, x2: torch.Tensor, model: nn.Module, *,
                   chunk: int | None = None) -> torch.Tensor:
     """Finite-width NTK of any nn.Module mapping (N, T, n_x) -> (N, T, n_y), by torch.func.
 
@@ -212,7 +218,7 @@ def markov_ntk_factor(model: LinearRNN, T: int) -> torch.Tensor:
     """M_n = J J^T, the Gram matrix of the tap Jacobian of a LinearRNN (T n_y n_x square).
 
     Ordered (j, a, b) on both sides, so that the finite-width NTK is exactly
-    ``factored_ntk(M_n, x1, x2, n_y)`` (K_n = 𝒯(x)^T M_n 𝒯(x')), and M_n -> D(rho) ⊗ I as
+    ``factored_ntk(x1, x2, M_n)`` (K_n = 𝒯(x)^T M_n 𝒯(x')), and M_n -> D(rho) ⊗ I as
     n -> infinity (Thm 3.3).  With A = W / sqrt(n), s = 1/sqrt(n), Q_k = A^k F (n, n_x),
     P_m = C A^m (n_y, n) and L_j = s C A^j F, the three parameter blocks give
 

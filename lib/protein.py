@@ -7,20 +7,23 @@
   ``span = 11`` one component repeats another).  Any injective code lets a network separate
   the amino acids; the code's span changes the numerical ranks of §4.
 * :func:`protein_sequences` — the inputs ``(l_q, 12)`` and the ±1 helix targets ``(l_q,)``.
-* :func:`train_feedforward` — full-batch Adam (or SGD with momentum) on the squared error of the tanh output over all
-  prefixes (the feedforward network of §4: 10 tanh hidden units over the 12 x 159 reversed,
-  zero-padded prefix).
+* :func:`prefix_onehot` and :func:`prefix_forward` — the reversed, zero-padded prefixes as a
+  sparse one-hot matrix, and the outputs of the feedforward network of §4 (10 tanh hidden units
+  over the 12 x 159 prefix) computed through it: the fast path of
+  :func:`lib.training.train_feedforward`, which trains that network.
 """
 from __future__ import annotations
+
+import warnings
 
 import numpy as np
 import torch
 
-from ._checks import DTYPE, as_tensor, positive_int, positive_real
+from ._checks import DTYPE, as_tensor, positive_int, seed_int
 from .data import AMINO_ACIDS, ProteinSet
 
 __all__ = ["AMINO_ACIDS", "amino_code", "amino_indices", "protein_sequences", "prefix_onehot",
-           "train_feedforward", "accuracy"]
+           "prefix_forward", "accuracy"]
 
 
 def amino_code(dim: int = 12, seed: int = 0, min_distance: int = 3, max_tries: int = 10_000,
@@ -42,7 +45,7 @@ def amino_code(dim: int = 12, seed: int = 0, min_distance: int = 3, max_tries: i
     if not 5 <= span <= dim:
         raise ValueError(f"span must lie in [5, dim = {dim}] (the code words span at most dim dimensions), got {span}")
     max_tries = positive_int("max_tries", max_tries)
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(seed_int("seed", seed))
     for _ in range(max_tries):
         C = rng.choice([-1.0, 1.0], size=(20, dim))
         if span < dim:
@@ -107,8 +110,6 @@ def prefix_onehot(indices: list[torch.Tensor], n_symbols: int, l: int) -> torch.
     idx = torch.stack([torch.cat(rows), torch.cat(cols)])
     E = torch.sparse_coo_tensor(idx, torch.ones(idx.shape[1], dtype=DTYPE), (r0, l * n_symbols),
                                 check_invariants=True)
-    import warnings
-
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # "sparse CSR support is in beta"
         return E.coalesce().to_sparse_csr()
@@ -127,47 +128,27 @@ class _SparseMatmul(torch.autograd.Function):
         return None, None, ctx.Et @ grad
 
 
-def train_feedforward(model: torch.nn.Module, E: torch.Tensor, code: torch.Tensor, d: torch.Tensor, *,
-                      steps: int, lr: float = 1e-2, optimizer: str = "adam", momentum: float = 0.9):
-    """Full-batch Adam (or SGD) on ``mean (o - d)^2`` over all prefixes; returns the loss history.
+def prefix_forward(E: torch.Tensor, code: torch.Tensor):
+    """The outputs of a feedforward network on every prefix row of ``E``, as a function of the network.
 
-    ``optimizer``: ``"adam"`` (torch's Adam, default betas) or ``"sgd"`` (gradient descent with
-    heavy-ball ``momentum`` in [0, 1)); Chapter 9's smallest-k study compares the two.
-
-    ``model`` is a :class:`lib.ff_to_rnn.FeedforwardNet` with ``a = code.shape[1]``;
-    ``E`` the :func:`prefix_onehot` matrix; the hidden net inputs ``Xi W^T + b`` are computed as
-    ``E [(I (x) C) W^T] + b`` (identical, see :func:`prefix_onehot`), two sparse products a step.  d ``(N,)``.
+    ``E`` is the :func:`prefix_onehot` matrix ``(N, l n_symbols)``, ``code`` ``(n_symbols, a)``
+    the code (float64).  Returns ``forward(model) -> o (N,)`` for a
+    :class:`lib.ff_to_rnn.FeedforwardNet` with ``a = code.shape[1]``: the hidden net inputs
+    ``Xi W^T + b`` with ``Xi = E (I_l (x) C)`` are computed as ``E [(I (x) C) W^T] + b``
+    (identical, see :func:`prefix_onehot`), two sparse products a step (the second, with the
+    transpose of E formed once here, in the backward pass), then ``model``'s tanh output.
+    The fast path of :func:`lib.training.train_feedforward` (Chapter 9, section "The protein
+    experiment (§4)").
     """
-    steps = positive_int("steps", steps)
-    lr = positive_real("lr", lr)
-    if optimizer not in ("adam", "sgd"):
-        raise ValueError(f"optimizer must be 'adam' or 'sgd', got {optimizer!r}")
-    if isinstance(momentum, bool) or not isinstance(momentum, (int, float)) or not 0 <= momentum < 1:
-        raise ValueError(f"momentum must be a real number in [0, 1), got {momentum!r}")
-    code = as_tensor("code", code, 2, dtype=DTYPE)
-    d = as_tensor("d", d, 1, dtype=DTYPE)
-    n_sym, a = code.shape
-    if E.shape[0] != d.shape[0] or E.shape[1] != model.l * n_sym or model.a != a:
-        raise ValueError(f"E {tuple(E.shape)}, d {tuple(d.shape)}, code {tuple(code.shape)} and the "
-                         f"model (a = {model.a}, l = {model.l}) do not fit together")
-    if optimizer == "adam":
-        opt = torch.optim.Adam(model.parameters(), lr=lr)
-    else:
-        opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=float(momentum))
-    import warnings
-
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         Et = E.to_sparse_coo().t().coalesce().to_sparse_csr()
-    hist = []
-    for _ in range(steps):
-        opt.zero_grad()
+    a = code.shape[1]
+
+    def forward(model: torch.nn.Module) -> torch.Tensor:
         T = (model.W.reshape(-1, model.l, a) @ code.T).reshape(model.W.shape[0], -1).T
         hid = torch.tanh(_SparseMatmul.apply(E, Et, T) + model.b)
         z = hid @ model.w_o + model.b_o
-        o = torch.tanh(z) if model.out_tanh else z
-        loss = ((o - d) ** 2).mean()
-        loss.backward()
-        opt.step()
-        hist.append(loss.item())
-    return hist
+        return torch.tanh(z) if model.out_tanh else z
+
+    return forward

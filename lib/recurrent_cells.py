@@ -25,7 +25,7 @@ import math
 import torch
 from torch import nn
 
-from ._checks import as_tensor, positive_int, positive_real
+from ._checks import as_tensor, positive_int, positive_real, seed_int
 from .gated import diagonal_recurrence
 
 __all__ = ["LRULayer", "RecurrentNet", "lstm_from_attention", "glu_gating", "lru_from_gated",
@@ -55,7 +55,7 @@ class LRULayer(nn.Module):
             raise ValueError("skip_gate=True needs input_gate=True (the LRU In+Skip layer)")
         if not 0.0 <= r_min < r_max < 1.0:
             raise ValueError(f"need 0 <= r_min < r_max < 1, got r_min={r_min}, r_max={r_max}")
-        g = torch.Generator().manual_seed(seed)
+        g = torch.Generator().manual_seed(seed_int("seed", seed))
         f64 = torch.float64
         u1 = torch.rand(n_state, generator=g, dtype=f64)
         u2 = torch.rand(n_state, generator=g, dtype=f64)
@@ -102,6 +102,12 @@ class RecurrentNet(nn.Module):
     kind: "lstm" | "gru" (torch.nn.LSTM / torch.nn.GRU), "lru" (GLU output only),
     "lru_in_out" (GLU on input and output) or "lru_in_skip" (input GLU; the output GLU's
     sigmoid branch reads the layer input).  (B, T, d_in) -> (B, T, d_out).
+
+    The initial weights are a function of ``seed`` alone: torch's ``nn.Linear`` / ``nn.LSTM`` /
+    ``nn.GRU`` initialisers draw from the global CPU generator, so the construction runs inside
+    ``torch.random.fork_rng`` with that generator seeded by ``seed``; the caller's global random
+    state is left as it was.  Chapter 13 (section "Fig. 4: which architectures learn
+    attention?") trains these networks.
     """
 
     def __init__(self, kind: str, d_in: int, width: int, d_out: int, layers: int = 1, *,
@@ -111,19 +117,23 @@ class RecurrentNet(nn.Module):
             raise ValueError(f"kind must be one of {RECURRENT_KINDS}, got {kind!r}")
         d_in, width, d_out = (positive_int(n, v) for n, v in (("d_in", d_in), ("width", width), ("d_out", d_out)))
         layers = positive_int("layers", layers)
-        torch.manual_seed(seed)  # nn.Linear / nn.LSTM initialisers draw from the global generator
+        seed = seed_int("seed", seed)
         self.kind, self.layers, self.width = kind, layers, width
-        self.embed = nn.Linear(d_in, width, dtype=dtype)
-        if kind == "lstm":
-            self.core = nn.LSTM(width, width, num_layers=layers, batch_first=True, dtype=dtype)
-        elif kind == "gru":
-            self.core = nn.GRU(width, width, num_layers=layers, batch_first=True, dtype=dtype)
-        else:
-            self.core = nn.Sequential(*[LRULayer(width, input_gate=kind in ("lru_in_out", "lru_in_skip"),
-                                                 skip_gate=kind == "lru_in_skip",
-                                                 seed=seed * 100 + k, dtype=dtype)
-                                        for k in range(layers)])
-        self.readout = nn.Linear(width, d_out, dtype=dtype)
+        # nn.Linear / nn.LSTM initialisers draw from the global CPU generator: seed it for the
+        # construction only, and give the caller's global state back afterwards
+        with torch.random.fork_rng(devices=[]):
+            torch.random.default_generator.manual_seed(seed)
+            self.embed = nn.Linear(d_in, width, dtype=dtype)
+            if kind == "lstm":
+                self.core = nn.LSTM(width, width, num_layers=layers, batch_first=True, dtype=dtype)
+            elif kind == "gru":
+                self.core = nn.GRU(width, width, num_layers=layers, batch_first=True, dtype=dtype)
+            else:
+                self.core = nn.Sequential(*[LRULayer(width, input_gate=kind in ("lru_in_out", "lru_in_skip"),
+                                                     skip_gate=kind == "lru_in_skip",
+                                                     seed=seed * 100 + k, dtype=dtype)
+                                            for k in range(layers)])
+            self.readout = nn.Linear(width, d_out, dtype=dtype)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """(B, T, d_in) -> (B, T, d_out); x is checked (shape, finite) first."""
@@ -151,9 +161,9 @@ def lstm_from_attention(W_V, W_K, W_Q, scale: float, forget_bias: float = 50.0):
     (s^3/16) (sum_t v_i k_j) q_j (1 + O(s^2)), so R = 16/s^3 times the signed sums over j.
     Returns ``(lstm, R)`` (float64): y = lstm(x)[0] @ R.T approximates LSA(x), x (B, T, d).
     """
-    from .attention import _square_weights
+    from .attention import check_attention_weights
 
-    W_V, W_K, W_Q = _square_weights(W_V, W_K, W_Q)
+    W_V, W_K, W_Q = check_attention_weights(W_V, W_K, W_Q)
     W_V, W_K, W_Q = W_V.double(), W_K.double(), W_Q.double()
     s = positive_real("scale", scale)
     d_v, d = W_V.shape
@@ -265,9 +275,9 @@ def lru_in_from_attention(W_V, W_K, W_Q, eps: float, skip: bool = False):
     Width W = max(2 d_v d_k + d_k, d); inputs x (B, T, d) zero-padded to W.
     Returns ``(layer, R)`` (float64): y = layer(x padded) @ R.T approximates LSA(x).
     """
-    from .attention import _square_weights
+    from .attention import check_attention_weights
 
-    W_V, W_K, W_Q = (w.double() for w in _square_weights(W_V, W_K, W_Q))
+    W_V, W_K, W_Q = (w.double() for w in check_attention_weights(W_V, W_K, W_Q))
     eps = positive_real("eps", eps)
     f64 = torch.float64
     d_v, d = W_V.shape

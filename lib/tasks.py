@@ -19,7 +19,7 @@ import math
 
 import torch
 
-from ._checks import as_tensor, positive_int, positive_real
+from ._checks import as_tensor, positive_int, positive_real, seed_int
 
 __all__ = ["TeacherTask", "ICLTask", "lsa_teachers"]
 
@@ -34,7 +34,7 @@ def lsa_teachers(d: int, seeds, *, scale: float = 1.0) -> tuple[torch.Tensor, to
     scale = positive_real("scale", scale)
     mats = []
     for s in seeds:
-        g = torch.Generator().manual_seed(int(s))
+        g = torch.Generator().manual_seed(seed_int("seeds entry", s))
         mats.append([torch.randn(d, d, generator=g, dtype=torch.float64) * (scale / math.sqrt(d))
                      for _ in range(3)])
     if not mats:

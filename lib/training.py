@@ -1,13 +1,29 @@
-"""Training loops: full-batch gradient descent (Part I) and online AdamW (Part III).
+"""Training: every loop of the library, the losses they minimise and the scores they report.
 
-``train_gd`` -- full-batch gradient descent, the training procedure of Emami et al. (2021),
-Section 4-5: one loop for every model of Part I (``LinearRNN``, ``ScaledConv``), so the RNN
-and its scaled convolution are trained by literally the same code.
+Gradient descent, written out (Part I, Emami et al. 2021, Sections 4-5):
+    ``train_gd``          full-batch GD theta <- theta - lr grad, one loop for every model of
+                          Part I (``LinearRNN``, ``ScaledConv``), so the RNN and its scaled
+                          convolution are trained by literally the same code.
+    ``train_minibatch``   mini-batch GD with a seeded shuffle (the S1 decoder, Section 5.2).
+torch optimisers:
+    ``train_feedforward`` full-batch Adam (or SGD with momentum) on the protein network of
+                          Sperduti (2015, §4), through the sparse prefix matrix.
+    ``train_adamw``       the online training of Zucchet et al. (2023), App. B.1 (AdamW, cosine
+                          schedule, a fresh batch every step) for one model: the plain reference of
+    ``train_online``      the same for K models at once (a :class:`lib.gated.StackedGatedRNN` or a
+                          :class:`ModuleStack`), each with its own data stream, on any device,
+                          resumable from checkpoints; on CUDA the whole step is captured in a
+                          CUDA graph.
+Losses and scores:
+    ``loss_fn``, ``cosine_lr`` (the schedule of App. B.1), ``r2_score`` and
+    ``select_by_validation`` (early stopping on a validation block).
 
-``train_online`` -- the online training of Zucchet et al. (2023), App. B.1 (AdamW, cosine
-schedule, a fresh batch every step) for K models at once (a :class:`lib.gated.StackedGatedRNN`
-or a :class:`ModuleStack`), each with its own data stream, on any device, resumable from
-checkpoints; on CUDA the whole step is captured in a CUDA graph.
+One loop shape: every loop validates its arguments before any work with the same checks
+(``lib._checks``: sizes, rates, seeds, paired sequences; the loss kinds and AdamW settings
+here), collects the trainable parameters the same way, and takes a step in one of two ways --
+a written-out GD update (``_gd_step``) or a torch optimizer step (``_optimizer_step``).  The
+histories differ where the chapters read them differently (per-step losses, per-epoch
+evaluations, block means); ``train_adamw`` and ``train_online`` share theirs.
 
 Loss normalisation: ``"half_sum"`` is (1/2) sum over all samples, times and outputs of the
 squared error -- the form in which Theorem 4.1's learning-rate condition eta < B_1 is stated
@@ -22,13 +38,86 @@ import warnings
 from pathlib import Path
 from typing import Callable
 
+import numpy as np
 import torch
 from torch import nn
 
-from ._checks import as_tensor, positive_int, positive_real
+from ._checks import DTYPE, as_tensor, positive_int, positive_real, seed_int, sequence_pair
+from .protein import prefix_forward
 
-__all__ = ["loss_fn", "train_gd", "train_online", "cosine_lr", "ModuleStack"]
+__all__ = ["loss_fn", "train_gd", "train_minibatch", "train_feedforward", "train_adamw", "train_online",
+           "cosine_lr", "ModuleStack", "r2_score", "select_by_validation"]
 
+LOSS_KINDS = ("half_sum", "mean")
+
+
+# ----------------------------------------------------------------------------- shared pieces
+
+def _trainable(model: nn.Module) -> list[nn.Parameter]:
+    """The parameters a loop updates: those that require a gradient, in ``parameters()`` order."""
+    return [p for p in model.parameters() if p.requires_grad]
+
+
+def _check_loss_kind(loss: str) -> str:
+    if loss not in LOSS_KINDS:
+        raise ValueError(f"loss must be 'half_sum' or 'mean', got {loss!r}")
+    return loss
+
+
+def _gd_step(objective: torch.Tensor, params: list[nn.Parameter], lr: float, *, fused: bool) -> None:
+    """One gradient-descent update p <- p - lr * d objective / dp of every parameter, in place.
+
+    ``fused=True``: ``p.sub_(g, alpha=lr)`` (torch's multiply-add, one rounding), the update of
+    ``train_gd``; ``fused=False``: ``p.sub_(lr * g)`` (lr * g rounded first), the update of
+    ``train_minibatch``.  The two differ in the last bit, and each loop keeps its own so that
+    the chapters' numbers stay those of the runs they were argued on.
+    """
+    grads = torch.autograd.grad(objective, params)
+    with torch.no_grad():
+        for p, g in zip(params, grads):
+            if fused:
+                p.sub_(g, alpha=lr)
+            else:
+                p.sub_(lr * g)
+
+
+def _optimizer_step(opt: torch.optim.Optimizer, objective: torch.Tensor, set_to_none: bool = True) -> None:
+    """One step of a torch optimizer on ``objective``: clear the gradients, back-propagate, step."""
+    opt.zero_grad(set_to_none=set_to_none)
+    objective.backward()
+    opt.step()
+
+
+def _check_adamw(lr, lr_min, weight_decay, no_decay) -> tuple[float, float, float, tuple[str, ...]]:
+    """The settings of App. B.1's AdamW: 0 < lr_min <= lr, weight_decay in [0, 1), and the
+    parameter-name endings that get no weight decay (a string or a sequence of strings)."""
+    lr = positive_real("lr", lr)
+    lr_min = positive_real("lr_min", lr_min)
+    if lr_min > lr:
+        raise ValueError(f"lr_min must be <= lr, got lr_min={lr_min}, lr={lr}")
+    if not isinstance(weight_decay, (int, float)) or not 0 <= weight_decay < 1 or weight_decay != weight_decay:
+        raise ValueError(f"weight_decay must be a real number in [0, 1), got {weight_decay!r}")
+    no_decay = (no_decay,) if isinstance(no_decay, str) else tuple(no_decay)
+    return lr, lr_min, weight_decay, no_decay
+
+
+def _adamw(model: nn.Module, lr, weight_decay, no_decay: tuple[str, ...], **options) -> torch.optim.AdamW:
+    """AdamW with two parameter groups: weight decay for every trainable parameter except those
+    whose name ends with an entry of ``no_decay`` (the recurrent lam), which get none."""
+    decay, plain = [], []
+    for name, p in model.named_parameters():
+        if p.requires_grad:
+            (plain if name.endswith(no_decay) else decay).append(p)
+    return torch.optim.AdamW([{"params": decay, "weight_decay": weight_decay},
+                              {"params": plain, "weight_decay": 0.0}], lr=lr, **options)
+
+
+def _is_log_step(step: int, log_every: int, steps: int) -> bool:
+    """Whether a block mean of the loss is recorded after update ``step`` (1-based)."""
+    return step % log_every == 0 or step == steps
+
+
+# ----------------------------------------------------------------------------- gradient descent
 
 def loss_fn(yhat: torch.Tensor, y: torch.Tensor, kind: str = "half_sum") -> torch.Tensor:
     """Squared-error loss: ``"half_sum"`` = 0.5 * sum (yhat - y)^2, ``"mean"`` = mean (yhat - y)^2."""
@@ -50,18 +139,17 @@ def train_gd(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, lr: float, s
     Returns ``{"train": (steps+1,), "test": (steps+1,)}`` losses (``"mean"`` normalisation for
     reporting, whatever ``loss`` drives the updates), entry 0 at initialisation.
     ``callback(step, model)`` is called after every update (and with step 0 before the first),
-    e.g. to record the impulse response for Theorem 4.1.
+    e.g. to record the impulse response for Theorem 4.1.  Chapter 3 (section "Gradient descent
+    on the convolution, exactly") checks it against the closed form; Chapters 4 and 5 train
+    the RNN and the convolutions with it.
     """
     lr = positive_real("lr", lr)
     steps = positive_int("steps", steps, minimum=0)
-    x = as_tensor("x", x, 3)
-    y = as_tensor("y", y, 3)
-    if x.shape[:2] != y.shape[:2]:
-        raise ValueError(f"x (N, T, n_x) = {tuple(x.shape)} and y (N, T, n_y) = {tuple(y.shape)} "
-                         "must have the same N and T")
+    x, y = sequence_pair(x, y)
+    _check_loss_kind(loss)
     if (x_test is None) != (y_test is None):
         raise ValueError("give both x_test and y_test, or neither")
-    params = [p for p in model.parameters() if p.requires_grad]
+    params = _trainable(model)
     train_hist, test_hist = [], []
     n_out = y.numel()
 
@@ -80,10 +168,7 @@ def train_gd(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, lr: float, s
         yhat = model(x)
         objective = loss_fn(yhat, y, loss)
         train_hist.append(float(((yhat.detach() - y) ** 2).sum()) / n_out)
-        grads = torch.autograd.grad(objective, params)
-        with torch.no_grad():
-            for p, g in zip(params, grads):
-                p.sub_(g, alpha=lr)
+        _gd_step(objective, params, lr, fused=True)
         record_test()
         if callback is not None:
             callback(step, model)
@@ -93,6 +178,81 @@ def train_gd(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, lr: float, s
     if x_test is not None:
         out["test"] = torch.tensor(test_hist)
     return out
+
+
+def train_minibatch(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, lr: float, epochs: int,
+                    batch_size: int = 128, seed: int = 0, loss: str = "half_sum",
+                    evaluate: Callable[[int, nn.Module], object] | None = None) -> list:
+    """Mini-batch gradient descent: each epoch visits a fresh seeded permutation of the N
+    sequences in batches of ``batch_size`` (the last batch may be smaller), one step each.
+
+    ``loss`` is the per-batch objective (``"half_sum"`` or ``"mean"``, as in ``train_gd``).
+    With ``"half_sum"`` the batch losses add up to the full-data loss, so one epoch is, to
+    first order in lr, one full-batch GD step with the same lr.  ``evaluate(epoch, model)``
+    is called at epoch 0 (initialisation) and after every epoch; what it returns is returned,
+    one entry per call.  Chapter 6 (sections "The data" and "The RNN's memory on S1 is set by
+    nu_W") trains the S1 decoders with it.
+    """
+    lr = positive_real("lr", lr)
+    epochs = positive_int("epochs", epochs, minimum=0)
+    batch_size = positive_int("batch_size", batch_size)
+    seed = seed_int("seed", seed)
+    x, y = sequence_pair(x, y)
+    _check_loss_kind(loss)
+    params = _trainable(model)
+    g = torch.Generator().manual_seed(seed)
+    hist = []
+    if evaluate is not None:
+        hist.append(evaluate(0, model))
+    N = x.shape[0]
+    for epoch in range(1, epochs + 1):
+        perm = torch.randperm(N, generator=g)
+        for start in range(0, N, batch_size):
+            idx = perm[start:start + batch_size]
+            _gd_step(loss_fn(model(x[idx]), y[idx], loss), params, lr, fused=False)
+        if evaluate is not None:
+            hist.append(evaluate(epoch, model))
+    return hist
+
+
+# ----------------------------------------------------------------------------- torch optimisers
+
+def train_feedforward(model: nn.Module, E: torch.Tensor, code: torch.Tensor, d: torch.Tensor, *,
+                      steps: int, lr: float = 1e-2, optimizer: str = "adam", momentum: float = 0.9) -> list[float]:
+    """Full-batch Adam (or SGD) on ``mean (o - d)^2`` over all prefixes; returns the loss history.
+
+    ``optimizer``: ``"adam"`` (torch's Adam, default betas) or ``"sgd"`` (gradient descent with
+    heavy-ball ``momentum`` in [0, 1)); Chapter 9's smallest-k study compares the two.
+
+    ``model`` is a :class:`lib.ff_to_rnn.FeedforwardNet` with ``a = code.shape[1]``;
+    ``E`` the :func:`lib.protein.prefix_onehot` matrix; the outputs come from
+    :func:`lib.protein.prefix_forward` (the hidden net inputs ``Xi W^T + b`` as
+    ``E [(I (x) C) W^T] + b``, two sparse products a step).  d ``(N,)``.  Returns the loss
+    before each step, one float per step.  Chapter 9, section "The protein experiment (§4)".
+    """
+    steps = positive_int("steps", steps)
+    lr = positive_real("lr", lr)
+    if optimizer not in ("adam", "sgd"):
+        raise ValueError(f"optimizer must be 'adam' or 'sgd', got {optimizer!r}")
+    if isinstance(momentum, bool) or not isinstance(momentum, (int, float)) or not 0 <= momentum < 1:
+        raise ValueError(f"momentum must be a real number in [0, 1), got {momentum!r}")
+    code = as_tensor("code", code, 2, dtype=DTYPE)
+    d = as_tensor("d", d, 1, dtype=DTYPE)
+    n_sym, a = code.shape
+    if E.shape[0] != d.shape[0] or E.shape[1] != model.l * n_sym or model.a != a:
+        raise ValueError(f"E {tuple(E.shape)}, d {tuple(d.shape)}, code {tuple(code.shape)} and the "
+                         f"model (a = {model.a}, l = {model.l}) do not fit together")
+    if optimizer == "adam":
+        opt = torch.optim.Adam(model.parameters(), lr=lr)
+    else:
+        opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=float(momentum))
+    forward = prefix_forward(E, code)
+    hist = []
+    for _ in range(steps):
+        loss = ((forward(model) - d) ** 2).mean()
+        _optimizer_step(opt, loss)
+        hist.append(loss.item())
+    return hist
 
 
 # ----------------------------------------------------------------------------- online AdamW
@@ -164,6 +324,50 @@ def _save_atomic(obj, path: Path) -> None:
     os.replace(tmp, path)
 
 
+def train_adamw(model: nn.Module, batch: Callable[[torch.Generator], tuple[torch.Tensor, torch.Tensor]],
+                *, steps: int, lr: float = 1e-3, lr_min: float = 1e-6, weight_decay: float = 1e-4,
+                no_decay: tuple[str, ...] = ("nu_log",), seed: int = 0,
+                loss: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
+                predict: Callable[[nn.Module, torch.Tensor], torch.Tensor] | None = None,
+                log_every: int = 100) -> dict[str, torch.Tensor]:
+    """Online training of App. B.1 for one model: AdamW, cosine schedule lr -> lr_min over ``steps``.
+
+    ``batch(generator) -> (x, y)`` draws a fresh batch every step (each sequence seen once) from
+    a ``torch.Generator`` seeded with ``seed``; ``predict(model, x)`` (default ``model(x)``)
+    gives what is compared with y by ``loss`` (default 1/2 * mean squared error).  Parameters
+    whose name ends with an entry of ``no_decay`` (the recurrent lam) get no weight decay.  The
+    schedule is torch's ``CosineAnnealingLR``.  The plain reference of :func:`train_online`
+    (the Performance appendix, "What limits the training-step ratios", and
+    ``benchmarks/bench_training.py``).
+
+    Returns ``{"step": (n_log,) long, "loss": (n_log,) float64}``: the training loss averaged
+    over each block of ``log_every`` steps (the history of ``train_online`` for one model).
+    """
+    steps = positive_int("steps", steps)
+    lr, lr_min, weight_decay, no_decay = _check_adamw(lr, lr_min, weight_decay, no_decay)
+    seed = seed_int("seed", seed)
+    log_every = positive_int("log_every", log_every)
+    loss = loss or (lambda yhat, y: 0.5 * ((yhat - y) ** 2).mean())
+    predict = predict or (lambda mdl, x: mdl(x))
+    opt = _adamw(model, lr, weight_decay, no_decay)
+    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=steps, eta_min=lr_min)
+    g = torch.Generator().manual_seed(seed)
+    hist_step, hist_loss = [], []
+    acc, cnt = 0.0, 0
+    for step in range(1, steps + 1):
+        x, y = batch(g)
+        value = loss(predict(model, x), y)
+        _optimizer_step(opt, value)
+        sched.step()
+        acc += float(value.detach())
+        cnt += 1
+        if _is_log_step(step, log_every, steps):
+            hist_step.append(step)
+            hist_loss.append(acc / cnt)
+            acc, cnt = 0.0, 0
+    return {"step": torch.tensor(hist_step, dtype=torch.long), "loss": torch.tensor(hist_loss, dtype=torch.float64)}
+
+
 def train_online(model: nn.Module, task, *, steps: int, data_seeds, lr: float = 1e-3,
                  lr_min: float = 1e-6, weight_decay: float = 1e-4,
                  no_decay: tuple[str, ...] = ("nu_log", "theta_log"), log_every: int = 1000,
@@ -193,19 +397,14 @@ def train_online(model: nn.Module, task, *, steps: int, data_seeds, lr: float = 
     "seconds": wall time of this call, "resumed_from": step or 0, "captured": bool}``.
     """
     steps = positive_int("steps", steps)
-    lr = positive_real("lr", lr)
-    lr_min = positive_real("lr_min", lr_min)
-    if lr_min > lr:
-        raise ValueError(f"lr_min must be <= lr, got lr_min={lr_min}, lr={lr}")
-    if not isinstance(weight_decay, (int, float)) or not 0 <= weight_decay < 1 or weight_decay != weight_decay:
-        raise ValueError(f"weight_decay must be a real number in [0, 1), got {weight_decay!r}")
+    lr, lr_min, weight_decay, no_decay = _check_adamw(lr, lr_min, weight_decay, no_decay)
     log_every = positive_int("log_every", log_every)
     K = getattr(model, "K", None)
     if not isinstance(K, int):
         raise TypeError("model must be a stack of K members (lib.StackedGatedRNN or lib.ModuleStack)")
     if getattr(task, "K", K) != K:
         raise ValueError(f"task has {task.K} members (teachers), model has {K}")
-    data_seeds = [int(s) for s in data_seeds]
+    data_seeds = [seed_int("data_seeds entry", s) for s in data_seeds]
     if len(data_seeds) != K:
         raise ValueError(f"data_seeds must have one seed per member ({K}), got {len(data_seeds)}")
     if checkpoint is not None:
@@ -222,14 +421,8 @@ def train_online(model: nn.Module, task, *, steps: int, data_seeds, lr: float = 
     if device.type == "cpu":
         _keep_freed_memory()
 
-    decay, plain = [], []
-    for name, p in model.named_parameters():
-        if p.requires_grad:
-            (plain if name.endswith(tuple(no_decay)) else decay).append(p)
     lr_value = torch.tensor(lr, device=device) if use_graph else lr
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": weight_decay},
-                             {"params": plain, "weight_decay": 0.0}], lr=lr_value,
-                            capturable=use_graph, fused=True)
+    opt = _adamw(model, lr_value, weight_decay, no_decay, capturable=use_graph, fused=True)
     if use_graph:
         torch.cuda.manual_seed(data_seeds[0])
         gens = [None] * K
@@ -258,9 +451,7 @@ def train_online(model: nn.Module, task, *, steps: int, data_seeds, lr: float = 
     def one_step():
         x, y = task.sample(gens)
         losses = _member_losses(model(x, last_only=task.last_only), y)
-        opt.zero_grad(set_to_none=not use_graph)       # a captured graph needs static gradients
-        losses.sum().backward()
-        opt.step()
+        _optimizer_step(opt, losses.sum(), set_to_none=not use_graph)  # a captured graph needs static gradients
         return losses.detach()
 
     graph = None
@@ -280,7 +471,7 @@ def train_online(model: nn.Module, task, *, steps: int, data_seeds, lr: float = 
                 group["lr"] = cosine_lr(step, steps, lr, lr_min)
             acc += one_step()
         cnt += 1
-        if step % log_every == 0 or step == steps:
+        if _is_log_step(step, log_every, steps):
             block = (acc / cnt).cpu()
             hist_step.append(step)
             hist_loss.append(block)
@@ -356,3 +547,48 @@ def _capture_step(one_step, opt, acc, steps, lr, lr_min, start, capture):
 
 def _params_of(opt):
     return {i: p for i, p in enumerate(p for g in opt.param_groups for p in g["params"])}
+
+
+# ----------------------------------------------------------------------------- scores
+
+def r2_score(yhat: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """Coefficient of determination per output channel, 1 - SSE / SST over all samples and times.
+
+    yhat, y: (N, T, n_y) or (M, n_y).  SST is taken about the mean of ``y`` itself.
+    Returns (n_y,).  R^2 = 1 for a perfect prediction, 0 for predicting the mean.
+    The score of the S1 decoders, Chapter 6 (sections "The data" and "Table 1").
+    """
+    y = as_tensor("y", y, (2, 3))
+    yhat = as_tensor("yhat", yhat, (2, 3))
+    if yhat.shape != y.shape:
+        raise ValueError(f"yhat shape {tuple(yhat.shape)} != y shape {tuple(y.shape)}")
+    y2, p2 = y.reshape(-1, y.shape[-1]), yhat.reshape(-1, y.shape[-1])
+    if y2.shape[0] < 2:
+        raise ValueError("r2_score needs at least 2 samples")
+    sst = ((y2 - y2.mean(0)) ** 2).sum(0)
+    if (sst == 0).any():
+        raise ValueError("y is constant in some channel: R^2 is undefined")
+    return 1 - ((y2 - p2) ** 2).sum(0) / sst
+
+
+def select_by_validation(val, test) -> tuple[int, np.ndarray]:
+    """Early stopping: the budget with the best validation score, and the test score there.
+
+    val: (B,) or (B, k) validation scores (higher is better; k columns are averaged, e.g. the
+    R^2 of the x and y velocity), one row per training budget; test: (B, ...) test scores on
+    the same budgets.  Returns (index of the best validation row, test[index]).  The first
+    maximum wins, so a flat validation curve selects the shortest budget.  Used in
+    Chapter 6 (section "Table 1"), where the budget is chosen on a validation block the
+    test never sees.
+    """
+    v = np.asarray(val, dtype=np.float64)
+    t = np.asarray(test, dtype=np.float64)
+    if v.ndim not in (1, 2) or v.shape[0] < 1 or v.size == 0:
+        raise ValueError(f"val must have shape (B,) or (B, k) with B >= 1, got {v.shape}")
+    if t.ndim < 1 or t.shape[0] != v.shape[0]:
+        raise ValueError(f"test must have one row per budget (B = {v.shape[0]}), got shape {t.shape}")
+    if not (np.isfinite(v).all() and np.isfinite(t).all()):
+        raise ValueError("val and test must be finite (they contain NaN or infinite entries)")
+    score = v if v.ndim == 1 else v.mean(1)
+    best = int(np.argmax(score))
+    return best, t[best]

@@ -1,5 +1,5 @@
-"""Inputs that used to give a silent wrong answer (NaN out, a wrong shape, a negative bound,
-an ignored setting): each now gives a clear error naming the argument, or the right answer."""
+"""Inputs that would otherwise give a silent wrong answer (NaN out, a wrong shape, a negative
+bound, an ignored setting): each gives a clear error naming the argument, or the right answer."""
 import math
 
 import numpy as np
@@ -8,8 +8,10 @@ import torch
 
 import lib
 from lib import data
-from lib.experiments import (add_output_noise, conv_features, delay_taps, r2_score, rho_ridge, s1_sequences,
-                             teacher_dataset, train_minibatch)
+from lib.data import s1_sequences
+from lib.scaled_conv import conv_features, rho_ridge
+from lib.teacher import add_output_noise, delay_taps, teacher_dataset
+from lib.training import r2_score, train_minibatch
 
 torch.set_default_dtype(torch.float64)
 
@@ -136,8 +138,8 @@ ACROSS_MODULES = [
     ("conv_ntk rho length", lambda: lib.conv_ntk(torch.randn(2, 4, 1), torch.randn(2, 4, 1), torch.ones(3)), ValueError, ["rho"]),
     ("conv_ntk n_y 0", lambda: lib.conv_ntk(torch.randn(2, 4, 1), torch.randn(2, 4, 1), torch.ones(4), n_y=0), ValueError, ["n_y"]),
     ("conv_ntk_factor negative rho", lambda: lib.conv_ntk_factor(-torch.ones(3), 1, 1), ValueError, ["rho"]),
-    ("factored_ntk M shape", lambda: lib.factored_ntk(torch.eye(5), torch.randn(2, 4, 1), torch.randn(2, 4, 1), 1), ValueError, ["M"]),
-    ("empirical_ntk x1 dims", lambda: lib.empirical_ntk(_rnn(), torch.randn(4, 2), torch.randn(4, 2)), ValueError, ["x1"]),
+    ("factored_ntk M shape", lambda: lib.factored_ntk(torch.randn(2, 4, 1), torch.randn(2, 4, 1), torch.eye(5)), ValueError, ["M"]),
+    ("empirical_ntk x1 dims", lambda: lib.empirical_ntk(torch.randn(4, 2), torch.randn(4, 2), _rnn()), ValueError, ["x1"]),
     ("markov_ntk_factor model type", lambda: lib.markov_ntk_factor(torch.nn.Linear(2, 2), 3), TypeError, ["model"]),
     ("markov_jacobian T", lambda: lib.markov_jacobian(_rnn(), 0), ValueError, ["T"]),
     ("ScaledConv rho dims", lambda: lib.ScaledConv(torch.ones(2, 2), 1, 1), ValueError, ["rho"]),

@@ -1,10 +1,12 @@
 """The real data sets: located, SHA-256 verified, parsed; the paper's counts; corrupt and
-missing files give errors that name the file, the expected checksum and where we looked."""
+missing files give errors that name the file, the expected checksum and where we looked; the
+S1 recording cut into train / validation / test sequences."""
 import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 from lib import data
 
@@ -144,3 +146,45 @@ def test_parser_on_a_small_example():
     s = data.parse_protein(text)
     assert s.sequences == ("AC", "W") and s.labels == ("h_", "e")
     assert s.count("h") == 1 and s.n_residues == 3
+
+
+# ----------------------------------------------------------------------------- S1 windows
+
+def _fake_recording(bins=1000, neurons=4, seed=0):
+    rng = np.random.default_rng(seed)
+    return rng.poisson(2.0, size=(bins, neurons)).astype(np.uint8), rng.normal(size=(bins, 2))
+
+
+def test_s1_sequences_split_windows_and_normalisation():
+    spikes, vel = _fake_recording()
+    S = data.s1_sequences(spikes, vel, T=15, fractions=(0.7, 0.1, 0.2))
+    assert S["x_train"].shape == (700 // 15, 15, 4) and S["y_val"].shape == (100 // 15, 15, 2)
+    assert S["x_test"].shape == (200 // 15, 15, 4)
+    used = (spikes[:700 // 15 * 15] - S["x_mean"].numpy()) / S["x_std"].numpy()
+    assert np.allclose(S["x_train"].reshape(-1, 4).numpy(), used)
+    # statistics are those of the whole training block (the windows drop its last 10 bins)
+    assert np.allclose(S["x_mean"].numpy(), spikes[:700].mean(0))
+    # the test block is the end of the recording, in order
+    last = (vel[800:800 + 200 // 15 * 15] - S["y_mean"].numpy()) / S["y_std"].numpy()
+    assert np.allclose(S["y_test"].reshape(-1, 2).numpy(), last)
+    # limited data: a stretch of the training block, normalised with its own statistics
+    L = data.s1_sequences(spikes, vel, T=15, train_bins=300, train_offset=150)
+    assert L["x_train"].shape == (20, 15, 4)
+    assert np.allclose(L["y_mean"].numpy(), vel[150:450].mean(0))
+    assert torch.allclose(L["y_train"].reshape(-1, 2).mean(0), torch.zeros(2, dtype=torch.float64), atol=1e-12)
+
+
+def test_s1_sequences_bad_input():
+    spikes, vel = _fake_recording()
+    with pytest.raises(ValueError, match="same number of bins"):
+        data.s1_sequences(spikes, vel[:-1])
+    with pytest.raises(ValueError, match="fractions"):
+        data.s1_sequences(spikes, vel, fractions=(0.5, 0.5, 0.5))
+    with pytest.raises(ValueError, match="train_bins"):
+        data.s1_sequences(spikes, vel, train_bins=800)
+    with pytest.raises(ValueError, match="train_offset"):
+        data.s1_sequences(spikes, vel, train_offset=3)
+    with pytest.raises(ValueError, match="T"):
+        data.s1_sequences(spikes, vel, T=0)
+    with pytest.raises(ValueError, match="2-D"):
+        data.s1_sequences(spikes.ravel(), vel)

@@ -119,3 +119,26 @@ def test_long_sequences_use_the_loop_and_agree():
         y_fast = model(x)
         model.engine = "recurrence"
         assert close(y_fast, model(x))
+
+
+@settings(max_examples=20, deadline=None)
+@given(n=st.integers(1, 40), n_x=st.integers(1, 4), n_y=st.integers(1, 4), T=st.integers(1, 12),
+       seed=st.integers(0, 10_000))
+def test_markov_parameters_match_reference_values_and_gradients_for_any_shape(n, n_x, n_y, T, seed):
+    """Every side of the engine (n_y < n_x: the transposed system; n_x == n_y: the fused pass;
+    n_y > n_x: the adjoint recursion) against the plain reference, values and gradients."""
+    g = torch.Generator().manual_seed(seed)
+    W = (0.5 * torch.randn(n, n, generator=g, dtype=torch.float64)).requires_grad_()
+    F = torch.randn(n, n_x, generator=g, dtype=torch.float64).requires_grad_()
+    C = torch.randn(n_y, n, generator=g, dtype=torch.float64).requires_grad_()
+    V = torch.randn(T, n_y, n_x, generator=g, dtype=torch.float64)
+    a = markov_parameters(W, F, C, T)
+    b = lib.impulse_response(W, F, C, T)
+    assert rel(a.detach(), b.detach()) < 1e-10
+    ga = torch.autograd.grad((a * V).sum(), [W, F, C], allow_unused=True)
+    gb = torch.autograd.grad((b * V).sum(), [W, F, C], allow_unused=True)
+    for x, y, p in zip(ga, gb, (W, F, C)):
+        # T = 1: L_0 does not depend on W, so a path may return None (no gradient) for it
+        x = torch.zeros_like(p) if x is None else x
+        y = torch.zeros_like(p) if y is None else y
+        assert float((x - y).norm()) <= 1e-10 * max(1.0, float(y.norm()))

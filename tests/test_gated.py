@@ -119,6 +119,36 @@ def test_recurrent_net_shapes(kind):
     assert net(torch.randn(4, 5, 3, dtype=torch.float32)).shape == (4, 5, 2)
 
 
+def _recurrent_net_seeded_globally(kind, d_in, width, d_out, layers, seed, dtype):
+    """The construction as it was written before it forked the generator: the global generator
+    seeded with ``seed``, then embed, core and readout drawn from it in that order."""
+    torch.manual_seed(seed)
+    embed = torch.nn.Linear(d_in, width, dtype=dtype)
+    if kind in ("lstm", "gru"):
+        core = getattr(torch.nn, kind.upper())(width, width, num_layers=layers, batch_first=True, dtype=dtype)
+    else:
+        core = torch.nn.Sequential(*[lib.LRULayer(width, input_gate=kind in ("lru_in_out", "lru_in_skip"),
+                                                  skip_gate=kind == "lru_in_skip", seed=seed * 100 + k, dtype=dtype)
+                                     for k in range(layers)])
+    readout = torch.nn.Linear(width, d_out, dtype=dtype)
+    return [*embed.parameters(), *core.parameters(), *readout.parameters()]
+
+
+@pytest.mark.parametrize("kind", lib.RECURRENT_KINDS)
+def test_recurrent_net_leaves_the_global_generator_alone(kind):
+    """Its weights are a function of its seed alone, the ones a globally seeded construction
+    draws, and the caller's global random state is the same after the construction."""
+    torch.manual_seed(123)
+    before = torch.get_rng_state()
+    net = lib.RecurrentNet(kind, 3, 6, 2, layers=2, seed=7, dtype=torch.float64)
+    assert torch.equal(torch.get_rng_state(), before)
+    ref = _recurrent_net_seeded_globally(kind, 3, 6, 2, 2, 7, torch.float64)
+    got = list(net.parameters())
+    assert len(got) == len(ref) and all(torch.equal(a, b) for a, b in zip(got, ref))
+    again = lib.RecurrentNet(kind, 3, 6, 2, layers=2, seed=7, dtype=torch.float64)
+    assert all(torch.equal(a, b) for a, b in zip(again.parameters(), got))
+
+
 def test_bad_input():
     with pytest.raises(ValueError, match="n_hidden"):
         lib.GatedLinearRNN(2, 0, 2)

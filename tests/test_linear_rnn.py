@@ -3,6 +3,7 @@
 raises a ValueError that names the problem."""
 import math
 
+import numpy as np
 import pytest
 import torch
 from hypothesis import given, settings, strategies as st
@@ -185,3 +186,64 @@ def test_node_constructors_reject_T_below_one():
     for f in (lib.chebyshev_nodes, lib.equispaced_nodes):
         with pytest.raises(ValueError, match="T must be an integer >= 1"):
             f(0)
+
+
+def test_taps_rnn_is_the_rnn_through_its_markov_parameters():
+    rnn = lib.LinearRNN(60, 3, 2, 0.4, 1.0, 1.0, seed=2)
+    x = torch.randn(5, 9, 3, generator=torch.Generator().manual_seed(0), dtype=DT)
+    assert lib.TapsRNN(rnn) is rnn                      # the default engine already is that map
+    with torch.no_grad():
+        assert rel(lib.TapsRNN(rnn)(x), rnn.forward_recurrence(x)) < 1e-10
+    with pytest.raises(TypeError, match="LinearRNN"):
+        lib.TapsRNN(torch.nn.Linear(2, 2))
+    with pytest.raises(ValueError, match="square"):
+        lib.markov_parameters(torch.randn(3, 4), torch.randn(3, 1), torch.randn(1, 3), 4)
+
+
+def test_with_engine_shares_the_parameters():
+    ref = lib.LinearRNN(20, 2, 1, 0.4, 1.0, 1.0, seed=3, engine="recurrence")
+    fast = ref.with_engine("markov")
+    assert fast is not ref and fast.engine == "markov" and ref.engine == "recurrence"
+    assert [id(p) for p in fast.parameters()] == [id(p) for p in ref.parameters()]
+    assert lib.TapsRNN(ref).engine == "markov" and ref.with_engine("recurrence") is ref
+    x = torch.randn(4, 7, 2, generator=torch.Generator().manual_seed(1), dtype=DT)
+    with torch.no_grad():
+        assert rel(fast(x), ref(x)) < 1e-10
+    lib.train_gd(fast, x, torch.zeros(4, 7, 1, dtype=DT), lr=1e-3, steps=2)   # trains ref as well
+    with torch.no_grad():
+        assert rel(fast(x), ref(x)) < 1e-10
+    assert (fast.nu_W, fast.nu_F, fast.nu_C) == (ref.nu_W, ref.nu_F, ref.nu_C)
+    with pytest.raises(ValueError, match="engine"):
+        ref.with_engine("scan")
+
+
+def test_from_weights_copies_the_weights():
+    W, F, C = (torch.randn(*s, generator=torch.Generator().manual_seed(k), dtype=DT)
+               for k, s in enumerate(((5, 5), (5, 2), (3, 5))))
+    rnn = lib.LinearRNN.from_weights(W, F, C)
+    assert (rnn.n, rnn.n_x, rnn.n_y, rnn.engine) == (5, 2, 3, "markov")
+    assert torch.equal(rnn.W, W) and torch.equal(rnn.F, F) and torch.equal(rnn.C, C)
+    assert rnn.W.data_ptr() != W.data_ptr()                      # copies, not views
+    assert all(math.isnan(v) for v in (rnn.nu_W, rnn.nu_F, rnn.nu_C))
+    assert [n for n, _ in rnn.named_parameters()] == ["W", "F", "C"]
+    W32 = W.float()
+    assert lib.LinearRNN.from_weights(W32, F.float(), C.float()).W.dtype == torch.float32
+
+
+def test_seeds_are_checked_alike():
+    """One seed check for every seeded constructor and function: ints (numpy ints too)."""
+    calls = [lambda s: lib.LinearRNN(3, 1, 1, 0.5, 1.0, 1.0, seed=s),
+             lambda s: lib.ScaledConv(torch.ones(3), 1, 1, seed=s),
+             lambda s: lib.GatedLinearRNN(2, 3, 2, seed=s),
+             lambda s: lib.FeedforwardNet(2, 3, 2, seed=s),
+             lambda s: lib.LRULayer(3, seed=s),
+             lambda s: lib.RecurrentNet("gru", 2, 3, 2, seed=s),
+             lambda s: lib.lsa_teachers(2, [s]),
+             lambda s: lib.add_output_noise(torch.ones(3), 10.0, seed=s)]
+    for call in calls:
+        call(np.int64(4))
+        for bad in (1.5, True, "1"):
+            with pytest.raises(TypeError, match="seed"):
+                call(bad)
+        with pytest.raises(ValueError, match="seed"):
+            call(2**64)

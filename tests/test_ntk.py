@@ -56,8 +56,8 @@ def test_conv_ntk_equals_autograd_ntk_of_scaled_conv(shape):
     x1, x2 = data(N1, T, n_x, seed=seed + 1), data(N2, T, n_x, seed=seed + 2)
     K = lib.conv_ntk(x1, x2, rho, n_y)
     assert K.shape == (N1 * T * n_y, N2 * T * n_y)
-    assert close(K, lib.empirical_ntk(model, x1, x2))
-    assert close(lib.factored_ntk(lib.conv_ntk_factor(rho, n_x, n_y), x1, x2, n_y), K)
+    assert close(K, lib.empirical_ntk(x1, x2, model))
+    assert close(lib.factored_ntk(x1, x2, lib.conv_ntk_factor(rho, n_x, n_y)), K)
 
 
 @settings(max_examples=25, deadline=None)
@@ -68,17 +68,17 @@ def test_rnn_ntk_factors_through_markov_gram(shape, n):
     x1, x2 = data(N1, T, n_x, seed=seed + 1), data(N2, T, n_x, seed=seed + 2)
     M = lib.markov_ntk_factor(model, T)
     assert close(M, lib.markov_ntk_factor_reference(model, T))
-    K_fact = lib.factored_ntk(M, x1, x2, n_y)
-    assert close(K_fact, lib.empirical_ntk(model, x1, x2))
+    K_fact = lib.factored_ntk(x1, x2, M)
+    assert close(K_fact, lib.empirical_ntk(x1, x2, model))
     model.engine = "recurrence"
-    assert close(K_fact, lib.empirical_ntk(model, x1, x2, chunk=3))
+    assert close(K_fact, lib.empirical_ntk(x1, x2, model, chunk=3))
 
 
 def test_ordering_sample_time_channel():
     # K[(i,t,a),(k,s,c)] = d y1[i,t,a] . d y2[k,s,c]; check one entry against autograd by hand
     model = lib.LinearRNN(5, 2, 3, 0.5, 1.0, 1.0, seed=1)
     x1, x2 = data(2, 3, 2, seed=1), data(2, 3, 2, seed=2)
-    K = lib.empirical_ntk(model, x1, x2)
+    K = lib.empirical_ntk(x1, x2, model)
     i, t, a, k, s, c = 1, 2, 0, 0, 1, 2
     g1 = torch.autograd.grad(model(x1)[i, t, a], list(model.parameters()))
     g2 = torch.autograd.grad(model(x2)[k, s, c], list(model.parameters()))
@@ -112,15 +112,17 @@ def test_bad_inputs():
         lib.conv_ntk(torch.zeros(3, 1), x, rho)
     model = lib.LinearRNN(4, 1, 1, 0.5, 1.0, 1.0)
     with pytest.raises(ValueError, match="n_x"):
-        lib.empirical_ntk(model, torch.zeros(2, 3, 2), torch.zeros(2, 3, 2))
+        lib.empirical_ntk(torch.zeros(2, 3, 2), torch.zeros(2, 3, 2), model)
     with pytest.raises(TypeError, match="nn.Module"):
-        lib.empirical_ntk(lambda x: x, x, x)
+        lib.empirical_ntk(x, x, lambda x: x)
     with pytest.raises(ValueError, match="T must be"):
         lib.markov_ntk_factor(model, 0)
     with pytest.raises(TypeError, match="LinearRNN"):
         lib.markov_ntk_factor(lib.ScaledConv(rho, 1, 1), 3)
     with pytest.raises(ValueError, match="M must have shape"):
-        lib.factored_ntk(torch.eye(4), x, x, 1)
+        lib.factored_ntk(x, x, torch.eye(4))                 # 4 is not a multiple of T n_x = 3
+    with pytest.raises(ValueError, match="M must have shape"):
+        lib.factored_ntk(x, x, torch.ones(3, 6))
     with pytest.raises(ValueError, match="nu_W"):
         lib.rho(3, 0.0, 1.0, 1.0)
     with pytest.raises(ValueError, match="nu_F"):

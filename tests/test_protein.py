@@ -1,4 +1,5 @@
-"""Tests of lib.protein: the amino-acid code, the sparse prefix matrix and training."""
+"""Tests of lib.protein (the amino-acid code, the sparse prefix matrix, the network's outputs
+through it) and of the network's training, lib.train_feedforward."""
 import pytest
 import torch
 from hypothesis import given, settings, strategies as st
@@ -32,6 +33,21 @@ def test_prefix_onehot_times_code_is_the_state_matrix(seqs, code_seed):
     assert all(bool((d == -1).all()) for d in ds)
 
 
+def test_prefix_forward_is_the_dense_forward():
+    data = ProteinSet(("ACDEFGHIK", "LMNPQ"), ("hhh___eee", "hh___"))
+    code = protein.amino_code()
+    xs, _ = protein.protein_sequences(data, code)
+    l = 9
+    E = protein.prefix_onehot(protein.amino_indices(data), 20, l)
+    for out_tanh in (True, False):
+        net = lib.FeedforwardNet(12, l, 4, seed=1, out_tanh=out_tanh)
+        with torch.no_grad():
+            net.b.normal_(generator=torch.Generator().manual_seed(2))
+            o_dense = net(lib.state_matrix(xs, l))
+            o_sparse = protein.prefix_forward(E, code)(net)
+        assert torch.allclose(o_sparse, o_dense, rtol=1e-12, atol=1e-12)
+
+
 def test_targets_are_helix_plus_one():
     data = ProteinSet(("ACD",), ("h_e",))
     _, ds = protein.protein_sequences(data)
@@ -46,7 +62,7 @@ def test_training_reduces_loss_and_matches_dense_forward():
     l = 9
     E = protein.prefix_onehot(protein.amino_indices(data), 20, l)
     net = lib.FeedforwardNet(12, l, 3, seed=0)
-    hist = protein.train_feedforward(net, E, code, d, steps=60, lr=1e-2)
+    hist = lib.train_feedforward(net, E, code, d, steps=60, lr=1e-2)
     assert hist[-1] < hist[0]
     with torch.no_grad():
         o = net(lib.state_matrix(xs, l))
@@ -71,7 +87,7 @@ def test_bad_input():
         protein.prefix_onehot([torch.tensor([25])], 20, 2)
     with pytest.raises(ValueError, match="do not fit"):
         E = protein.prefix_onehot([torch.tensor([1, 2])], 20, 2)
-        protein.train_feedforward(lib.FeedforwardNet(12, 3, 2), E, protein.amino_code(), torch.ones(2), steps=1)
+        lib.train_feedforward(lib.FeedforwardNet(12, 3, 2), E, protein.amino_code(), torch.ones(2), steps=1)
 
 
 def test_amino_code_with_a_smaller_span():
@@ -94,9 +110,9 @@ def test_sgd_training_reduces_loss_and_bad_optimizer():
     d = torch.cat(protein.protein_sequences(data, code)[1])
     E = protein.prefix_onehot(protein.amino_indices(data), 20, 9)
     net = lib.FeedforwardNet(12, 9, 3, seed=0)
-    hist = protein.train_feedforward(net, E, code, d, steps=40, lr=0.1, optimizer="sgd", momentum=0.5)
+    hist = lib.train_feedforward(net, E, code, d, steps=40, lr=0.1, optimizer="sgd", momentum=0.5)
     assert hist[-1] < hist[0]
     with pytest.raises(ValueError, match="optimizer"):
-        protein.train_feedforward(net, E, code, d, steps=1, optimizer="lbfgs")
+        lib.train_feedforward(net, E, code, d, steps=1, optimizer="lbfgs")
     with pytest.raises(ValueError, match="momentum"):
-        protein.train_feedforward(net, E, code, d, steps=1, optimizer="sgd", momentum=1.0)
+        lib.train_feedforward(net, E, code, d, steps=1, optimizer="sgd", momentum=1.0)
