@@ -413,10 +413,14 @@ class LinearRNN(nn.Module):
 def TapsRNN(rnn: LinearRNN) -> LinearRNN:
     """``rnn`` evaluated as the causal convolution with its own Markov parameters (Prop. 2.1a).
 
-    The name Chapters 4-6 train through; it is ``rnn.with_engine("markov")`` -- ``rnn`` itself
-    when its engine is the default ``"markov"``, else a LinearRNN sharing its parameters.  Same
-    parameters, same map, computed in O(T n^2 min(n_x, n_y)) instead of O(N T n^2) per forward
-    pass; ``forward_recurrence`` keeps the plain step-by-step reference.
+    It is ``rnn.with_engine("markov")`` -- ``rnn`` itself when its engine is the default
+    ``"markov"``, else a LinearRNN sharing its parameters.  Same parameters, same map, computed
+    in O(T n^2 min(n_x, n_y)) instead of O(N T n^2) per forward pass; ``forward_recurrence``
+    keeps the plain step-by-step reference.  The RNN is trained through it in Chapter 4
+    (sections "The task and the two students", where it is checked against the recurrence, and
+    "Figure 4: how wide must the RNN be?"), Chapter 5 (sections "The task, and what 'delay added
+    to a true system' means" and "Memory is set by nu_W") and Chapter 6 (sections "The data"
+    and "The RNN's memory on S1 is set by nu_W").
     """
     if not isinstance(rnn, LinearRNN):
         raise TypeError(f"rnn must be a lib.LinearRNN, got {type(rnn).__name__}")
