@@ -286,6 +286,8 @@ class GatedLinearRNN(nn.Module):
 def gated_rnn_from_attention(W_V, W_K, W_Q, compact: bool = False) -> GatedLinearRNN:
     """The gated RNN of Fig. 1 that computes the linear self-attention layer (W_V, W_K, W_Q).
 
+    Derived in Chapter 10, sections "sec-construction" and "sec-compact".
+
     Input x~ = (x, 1).  ``compact=False``: d_v*d_k key-value neurons h_(i,j) accumulating
     (W_V x)_i (W_K x)_j with lam = 1, then d_k query neurons holding (W_Q x)_k with lam = 0;
     d_v*d_k output-gating neurons multiply KV_(i,j) by q_j and D sums over j.

@@ -458,6 +458,8 @@ def vandermonde_matrix(nodes: torch.Tensor, T: int | None = None) -> torch.Tenso
 def vandermonde_realization(L: torch.Tensor, nodes: torch.Tensor | None = None):
     """(W, F, C) of a linear RNN (eq. 1 parametrisation) whose impulse response is L.
 
+    Prop. 2.1b; derived in Chapter 1, section "sec-vandermonde".
+
     L: (T, n_y, n_x).  ``nodes``: T distinct real eigenvalues for each block (default:
     Chebyshev nodes, the best-conditioned real choice; see Chapter 1).
 

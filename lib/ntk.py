@@ -102,6 +102,8 @@ def conv_ntk_factor(rho: torch.Tensor, n_x: int, n_y: int) -> torch.Tensor:
 def conv_ntk(x1: torch.Tensor, x2: torch.Tensor, rho: torch.Tensor, n_y: int = 1) -> torch.Tensor:
     """NTK of the scaled convolution (8), Theorem 3.2: K = 𝒯(x1)^T D(rho) 𝒯(x2) ⊗ I_{n_y}.
 
+    Derived in Chapter 2, section "sec-thm32".
+
     x1: (N1, T, n_x), x2: (N2, T, n_x), rho: (T,) >= 0; n_y output channels (the one size the
     inputs do not fix: the kernel is the same for every channel, ⊗ I_{n_y}).  Returns
     (N1 T n_y, N2 T n_y), ordered (sample, time, output channel) on both sides.  The same

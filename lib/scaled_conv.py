@@ -34,6 +34,9 @@ __all__ = ["rho", "rho_max", "ScaledConv", "conv_features", "rho_ridge", "gd_pat
 def rho(T: int, nu_W: float, nu_F: float, nu_C: float) -> torch.Tensor:
     """rho_j = nu_C (j nu_F nu_W^{j-1} + nu_W^j) + nu_F nu_W^j, j = 0..T-1 (eq. 21), float64.
 
+    Derived in Chapter 2, sections "sec-thm33" and "sec-tau" (the tau recursion); the bound it
+    sets is Chapter 3, section "sec-thm41".
+
     nu_W must lie in (0, 1) (stability of the random RNN, Section 2); nu_F, nu_C > 0.
     """
     T = positive_int("T", T)

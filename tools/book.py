@@ -311,16 +311,19 @@ def incomplete_cells(nb_path: Path) -> list[int]:
     return bad
 
 
-def machine_description() -> str:
-    cpu = platform.processor() or platform.machine()
+def cpu_model() -> str:
+    """The CPU's model name from /proc/cpuinfo, else what platform knows of it."""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
+                return line.split(":", 1)[1].strip()
     except OSError:
         pass
-    return f"{os.cpu_count()} cores, {cpu}, Python {platform.python_version()}"
+    return platform.processor() or platform.machine()
+
+
+def machine_description() -> str:
+    return f"{os.cpu_count()} cores, {cpu_model()}, Python {platform.python_version()}"
 
 
 def execute(selected: list[str] | None = None, force: bool = False) -> list[str]:

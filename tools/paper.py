@@ -145,15 +145,10 @@ def _code_digest() -> str:
 def _device_name(device: torch.device) -> str:
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
-    name = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                name = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"CPU: {name}, {torch.get_num_threads()} thread(s)"
+    sys.path.insert(0, str(ROOT / "tools"))
+    import book  # noqa: PLC0415  (tools/book.py: the executor of the book)
+
+    return f"CPU: {book.cpu_model()}, {torch.get_num_threads()} thread(s)"
 
 
 def run(name: str, steps: int | None, device: str, progress: bool, log_every: int,
