@@ -22,6 +22,8 @@ Modules, by subject:
     protein      Sperduti's §4: the amino-acid code, the sparse prefix matrix and the §4
                  network's outputs through it (trained by training.train_feedforward)
     attention    causal linear self-attention (Part III)
+    diagonal     diagonal linear recurrences h_t = lam h_{t-1} + u_t: scan, in-place loop with
+                 its adjoint backward, reference (the state update of every diagonal RNN)
     gated        gated diagonal linear RNNs, the attention construction, exact polynomials
     icl          in-context linear regression, eta*, the optimal one-step GD loss
     recurrent_cells  LRU / LSTM / GRU networks and the LSTM construction of App. A
@@ -71,13 +73,11 @@ from .ff_to_rnn import (FeedforwardNet, LinearStateSpace, MemoryRNN, OneStepFF, 
                         tanh_memory_state_bound, theorem31_bound)
 from .ff_to_rnn import forgetting_shift_register, general_ff_to_rnn_forgetting, projected_scan, smallest_kept_k
 from .attention import LinearSelfAttention, lsa_instantaneous_tensor
+from .diagonal import diagonal_recurrence, diagonal_scan, diagonal_scan_reference
 from .gated import (
     GatedLinearRNN,
     StackedGatedRNN,
     construction_size,
-    diagonal_scan,
-    diagonal_recurrence,
-    diagonal_scan_reference,
     gated_rnn_from_attention,
     instantaneous_tensor,
     polynomial_coefficients,

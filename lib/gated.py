@@ -10,9 +10,9 @@ with the input optionally extended by a constant 1 (``append_one``; the paper ha
 ``lam = exp(-exp(nu_log))`` lies in [0, 1] (the exponential parametrisation of App. B.1);
 ``nu_log = -inf`` gives lam = 1 and ``+inf`` gives lam = 0 exactly.
 
-Two forwards that must agree: ``forward(x, method="parallel")`` runs the diagonal recurrence
-as a log2(T)-step associative scan (:func:`diagonal_scan`), ``method="step"`` is the plain
-loop over t.
+Two forwards that must agree: ``forward(x, method="parallel")``, the fast path (gates for all
+steps at once, the diagonal recurrence of :mod:`lib.diagonal`, readout for all steps at once),
+and ``method="step"``, the reference loop over t.
 """
 from __future__ import annotations
 
@@ -23,61 +23,16 @@ import torch
 from torch import nn
 
 from ._checks import as_tensor, positive_int, seed_int
+from .diagonal import DiagonalRecurrence, recur_, scan_time_major
 
 __all__ = [
     "GatedLinearRNN",
     "StackedGatedRNN",
-    "diagonal_scan",
-    "diagonal_scan_reference",
     "gated_rnn_from_attention",
     "construction_size",
     "instantaneous_tensor",
     "polynomial_coefficients",
 ]
-
-
-# ----------------------------------------------------------------------------- the recurrence
-
-def diagonal_scan(lam: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
-    """h_t = lam * h_{t-1} + u_t (h_{-1} = 0) for all t at once, by a Hillis-Steele scan.
-
-    ``lam``: (n,) (real or complex), ``u``: (B, T, n) (a ValueError otherwise: a 2-D ``u``
-    would be scanned along its first axis).  After the step with offset k the
-    state holds sum_{j < 2k} lam^j u_{t-j}; ceil(log2 T) vectorised steps, no division by lam
-    (so lam = 0 is exact), powers lam^k by repeated squaring.  Returns (B, T, n).
-    """
-    if u.ndim != 3 or lam.ndim != 1 or lam.shape[0] != u.shape[-1]:
-        raise ValueError(f"diagonal_scan needs lam (n,) and u (B, T, n), got lam {tuple(lam.shape)} "
-                         f"and u {tuple(u.shape)}")
-    h = u.transpose(0, 1).contiguous()          # time-first: contiguous slices per offset
-    T = h.shape[0]
-    pw, k = lam, 1
-    while k < T:
-        h = torch.cat([h[:k], h[k:] + pw * h[:-k]], dim=0)
-        pw = pw * pw
-        k *= 2
-    return h.transpose(0, 1)
-
-
-def diagonal_recurrence(lam: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
-    """h_t = lam * h_{t-1} + u_t (h_{-1} = 0), (B, T, n) -> (B, T, n), real or complex.
-
-    The sequential recurrence with a hand-written backward (:class:`_DiagonalRecurrence`):
-    T - 1 fused multiply-adds forward and backward and no autograd graph over time, which on a
-    CPU is several times faster to differentiate than :func:`diagonal_scan` for short T.
-    """
-    g = u.transpose(0, 1)[None]                                  # (1, T, B, n), time-major
-    return _DiagonalRecurrence.apply(lam.reshape(1, 1, -1), g.contiguous())[0].transpose(0, 1)
-
-
-def diagonal_scan_reference(lam: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
-    """The plain loop h_t = lam * h_{t-1} + u_t, (B, T, n) -> (B, T, n)."""
-    h = torch.zeros_like(u[:, 0])
-    out = []
-    for t in range(u.shape[1]):
-        h = lam * h + u[:, t]
-        out.append(h)
-    return torch.stack(out, dim=1)
 
 
 def _lam_to_nu(lam: torch.Tensor) -> torch.Tensor:
@@ -215,70 +170,51 @@ class GatedLinearRNN(nn.Module):
         return self._parallel(x, readout=True)
 
     def _parallel(self, x: torch.Tensor, readout: bool) -> torch.Tensor:
-        """All time steps at once, time-major: one fused matmul for both input gates, the
-        diagonal recurrence (the log2(T) scan of :func:`diagonal_scan` when gradients are
-        needed, an in-place elementwise pass otherwise), one fused matmul for both output
-        gates, then D."""
+        """The fast path, all time steps at once and time-major: gates -> recurrence -> readout.
+
+        One fused product for both input gates; the diagonal recurrence, as the log2(T) scan of
+        :func:`lib.diagonal.scan_time_major` when gradients are needed and otherwise in place
+        (:func:`lib.diagonal.recur_`, T - 1 fused multiply-adds over (B, n) slices: T B n work
+        instead of the scan's T B n log2(T), and no copies); one fused product for both output
+        gates, then D.
+
+        Without gradients the intermediates (T B x 2|h| gates, T B x |h| states, T B x 2 n_gate
+        output gates) are written into work buffers that this model keeps while the shapes stay
+        the same (:meth:`_buffer`). They are megabytes each at the book's sizes, and glibc serves
+        a block that large by mapping fresh pages from the kernel (its mmap threshold adapts only
+        to blocks strictly larger than ones already freed), so allocating them anew on every call
+        costs ~2,400 page faults per forward at T = 32, B = 64, |h| = 100: more time than the
+        products themselves.
+        """
         x = self._inputs(x)
         B, T, d_x = x.shape
-        n = self.W_in_m.shape[0]
+        n, g = self.W_in_m.shape[0], self.W_out_m.shape[0]
         W_in = torch.cat([self.W_in_m, self.W_in_x]).T
         W_out = torch.cat([self.W_out_m, self.W_out_x]).T
-        g = self.W_out_m.shape[0]
         lam = self.lam
         graph = torch.is_grad_enabled() and (x.requires_grad or W_in.requires_grad
                                              or W_out.requires_grad or lam.requires_grad
                                              or self.D.requires_grad)
-        if readout and not graph:
-            return self._evaluate(x, W_in, lam, W_out, g)
-        z = x.transpose(0, 1).reshape(T * B, d_x) @ W_in
-        h = (z[:, :n] * z[:, n:]).view(T, B, n)
+        buf = (lambda name, *shape: None) if graph else self._buffer   # noqa: E731
+        z = torch.matmul(x.transpose(0, 1).reshape(T * B, d_x), W_in, out=buf("z", T * B, 2 * n, x.dtype))
+        h = torch.mul(z[:, :n], z[:, n:], out=buf("h", T * B, n, x.dtype)).view(T, B, n)
         if graph:
-            # differentiable: the log2(T)-step scan, out of place (autograd-friendly)
-            pw, k = lam, 1
-            while k < T:
-                h = torch.cat([h[:k], torch.addcmul(h[k:], pw, h[:-k])], dim=0)
-                pw = pw * pw
-                k *= 2
+            h = scan_time_major(lam, h)
         else:
-            # no gradients: the elementwise recurrence in place, T - 1 fused multiply-adds over
-            # (B, n) slices; T B n work instead of the scan's T B n log2(T) and no copies
-            for t in range(1, T):
-                h[t].addcmul_(h[t - 1], lam)
+            recur_(h[None], lam)
         if not readout:
-            return h.transpose(0, 1)
-        o = h.reshape(T * B, n) @ W_out
-        y = (o[:, :g] * o[:, g:]) @ self.D.T
-        return y.view(T, B, -1).transpose(0, 1)
-
-    def _evaluate(self, x, W_in, lam, W_out, g):
-        """The output without gradients, written into reused work buffers.
-
-        The intermediates (T B x 2|h| gates, T B x |h| states, T B x 2 n_gate output gates) are
-        megabytes each at the book's sizes.  glibc serves a block that large by mapping fresh
-        pages from the kernel (its mmap threshold adapts only to blocks strictly larger than
-        ones already freed), so allocating them anew on every call costs ~2,400 page faults
-        per forward at T = 32, B = 64, |h| = 100 and more time than the products themselves.
-        Only the (small) output is a new tensor; the buffers belong to this model and are
-        reused while the shapes stay the same (``_work``).
-        """
-        B, T, d_x = x.shape
-        n = W_in.shape[1] // 2
-        work = self.__dict__.setdefault("_work", {})
-
-        def buf(name, *shape):
-            b = work.get(name)
-            if b is None or b.shape != shape or b.dtype != x.dtype:
-                b = work[name] = x.new_empty(shape)
-            return b
-
-        z = torch.matmul(x.transpose(0, 1).reshape(T * B, d_x), W_in, out=buf("z", T * B, 2 * n))
-        h = torch.mul(z[:, :n], z[:, n:], out=buf("h", T * B, n)).view(T, B, n)
-        for t in range(1, T):
-            h[t].addcmul_(h[t - 1], lam)
-        o = torch.matmul(h.view(T * B, n), W_out, out=buf("o", T * B, 2 * g))
-        prod = torch.mul(o[:, :g], o[:, g:], out=buf("p", T * B, g))
+            return h.transpose(0, 1) if graph else h.transpose(0, 1).clone()   # the buffer is reused
+        o = torch.matmul(h.reshape(T * B, n), W_out, out=buf("o", T * B, 2 * g, x.dtype))
+        prod = torch.mul(o[:, :g], o[:, g:], out=buf("p", T * B, g, x.dtype))
         return (prod @ self.D.T).view(T, B, -1).transpose(0, 1)
+
+    def _buffer(self, name: str, rows: int, cols: int, dtype: torch.dtype) -> torch.Tensor:
+        """A (rows, cols) work buffer of this model, reused while its shape and dtype stay."""
+        work = self.__dict__.setdefault("_work", {})
+        b = work.get(name)
+        if b is None or b.shape != (rows, cols) or b.dtype != dtype or b.device != self.W_in_m.device:
+            b = work[name] = torch.empty(rows, cols, dtype=dtype, device=self.W_in_m.device)
+        return b
 
 
 # ----------------------------------------------------------------------------- Fig. 1
@@ -436,7 +372,7 @@ class StackedGatedRNN(nn.Module):
     alone, what in-context regression needs).
 
     Every step read: the gates are batched products over all (t, b) rows and the diagonal
-    recurrence runs in place over time with a hand-written backward (:class:`_DiagonalRecurrence`).
+    recurrence runs in place over time with a hand-written backward (:class:`DiagonalRecurrence`).
     ``last_only``: h_{T-1} = sum_s lam^{T-1-s} g_s is one weighted sum with
     lam^k = exp(-k exp(nu)) (:meth:`_last_step`).  The reference is the member networks' own
     forward (:meth:`member`); derivation of the model in Chapter 10, its training in
@@ -527,7 +463,7 @@ class StackedGatedRNN(nn.Module):
         g = (torch.bmm(xt, self.W_in_m.transpose(1, 2))
              * torch.bmm(xt, self.W_in_x.transpose(1, 2))).view(K, T, B, n)
         lam = torch.exp(-torch.exp(self.nu_log))[:, None, :]                    # (K, 1, n)
-        h = _DiagonalRecurrence.apply(lam, g).reshape(K, T * B, n)               # (K, T, B, n)
+        h = DiagonalRecurrence.apply(lam, g).reshape(K, T * B, n)               # (K, T, B, n)
         o = torch.bmm(h, self.W_out_m.transpose(1, 2)) * torch.bmm(h, self.W_out_x.transpose(1, 2))
         y = torch.bmm(o, self.D.transpose(1, 2))
         return y.view(K, T, B, self.d_out).transpose(1, 2)
@@ -554,33 +490,3 @@ class StackedGatedRNN(nn.Module):
         h = (g * w[..., None]).sum(dim=2)                                        # (K, n, B)
         o = torch.bmm(self.W_out_m, h) * torch.bmm(self.W_out_x, h)             # (K, n, B)
         return torch.bmm(self.D, o).transpose(1, 2)                             # (K, B, d_out)
-
-
-class _DiagonalRecurrence(torch.autograd.Function):
-    """h_t = lam * h_{t-1} + g_t over axis 1 of g (K, T, B, n), lam (K, 1, n), in place.
-
-    Forward: T - 1 fused multiply-adds on (K, B, n) slices.  Backward: the adjoint recurrence
-    a_t = dL/dh_t + conj(lam) * a_{t+1} (reverse time) gives dL/dg_t = a_t and
-    dL/dlam = sum_{t >= 1} a_t * conj(h_{t-1}).  Same T K B n work as the forward, no graph of
-    T nodes; real or complex (torch's conjugate-Wirtinger convention; conj is a no-op for real
-    tensors); checked against autograd through the plain loop in the tests.
-    """
-
-    @staticmethod
-    def forward(ctx, lam, g):
-        h = g.clone()
-        for t in range(1, h.shape[1]):
-            h[:, t].addcmul_(h[:, t - 1], lam)
-        ctx.save_for_backward(lam, h)
-        return h
-
-    @staticmethod
-    def backward(ctx, grad_h):
-        lam, h = ctx.saved_tensors
-        a = grad_h.clone()
-        lam_c = lam.conj()
-        for t in range(a.shape[1] - 2, -1, -1):
-            a[:, t].addcmul_(a[:, t + 1], lam_c)
-        grad_lam = ((a[:, 1:] * h[:, :-1].conj()).sum(dim=(1, 2))[:, None, :]
-                    if ctx.needs_input_grad[0] else None)
-        return grad_lam, a

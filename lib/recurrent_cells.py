@@ -26,7 +26,8 @@ import torch
 from torch import nn
 
 from ._checks import as_tensor, positive_int, positive_real, seed_int
-from .gated import diagonal_recurrence
+from .diagonal import diagonal_recurrence
+from .gated import GatedLinearRNN
 
 __all__ = ["LRULayer", "RecurrentNet", "lstm_from_attention", "glu_gating", "lru_from_gated",
            "lru_in_from_attention", "RECURRENT_KINDS"]
@@ -220,8 +221,6 @@ def lru_from_gated(model, eps: float):
     y = layers(x~ padded) @ R.T approximates model(x).  lam = 1 and 0 are represented as
     exp(-exp(-50)) and exp(-exp(50)), which are 1 and 0 in float64.
     """
-    from .gated import GatedLinearRNN
-
     if not isinstance(model, GatedLinearRNN):
         raise TypeError("model must be a lib.GatedLinearRNN")
     eps = positive_real("eps", eps)

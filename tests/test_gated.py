@@ -266,3 +266,35 @@ def test_lru_in_skip_layer():
         y_tilde = h.real @ layer.C_re.T - h.imag @ layer.C_im.T + layer.D_skip * xg
         assert _rel(layer(x), ref * (y_tilde @ layer.W_x.T)) <= 1e-12
         assert _rel(base, layer(x)) > 1e-3
+
+
+def test_evaluation_buffers_are_not_handed_out():
+    """Without gradients the fast path writes into work buffers that the model reuses; what it
+    returns (outputs and hidden states) must not be those buffers, or a second call would
+    overwrite the first call's result."""
+    m = lib.GatedLinearRNN(3, 8, 2, seed=1)
+    x1 = torch.randn(4, 6, 3, generator=torch.Generator().manual_seed(2))
+    x2 = torch.randn(4, 6, 3, generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        h1, y1 = m.hidden_states(x1), m(x1)
+        h1_copy, y1_copy = h1.clone(), y1.clone()
+        m.hidden_states(x2), m(x2)
+    assert torch.equal(h1, h1_copy) and torch.equal(y1, y1_copy)
+    assert _rel(h1, m.hidden_states(x1, method="step").detach()) <= 1e-12
+    assert "_work" in m.__dict__ and len(m.__dict__["_work"]) == 4
+
+
+def test_scan_core_and_in_place_loop_agree_with_the_reference():
+    from lib.diagonal import recur_, scan_time_major
+    g = torch.Generator().manual_seed(5)
+    lam = torch.rand(7, generator=g, dtype=torch.float64)
+    u = torch.randn(3, 9, 7, generator=g, dtype=torch.float64)          # (B, T, n)
+    ref = lib.diagonal_scan_reference(lam, u)
+    scanned = scan_time_major(lam, u.transpose(0, 1).contiguous()).transpose(0, 1)
+    looped = recur_(u.transpose(0, 1).contiguous()[None], lam)[0].transpose(0, 1)
+    assert _rel(scanned, ref) <= 1e-14 and _rel(looped, ref) <= 1e-14
+    # lam = 0 keeps only the latest input, lam = 1 sums all inputs so far: exactly
+    assert torch.equal(recur_(u.transpose(0, 1).contiguous()[None], torch.zeros(7, dtype=torch.float64))[0],
+                       u.transpose(0, 1))
+    assert torch.allclose(scan_time_major(torch.ones(7, dtype=torch.float64), u.transpose(0, 1).contiguous()),
+                          u.transpose(0, 1).cumsum(0), rtol=0, atol=1e-13)

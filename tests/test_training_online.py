@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import lib
-from lib.gated import _DiagonalRecurrence
+from lib.diagonal import DiagonalRecurrence
 
 F64 = torch.float64
 
@@ -42,8 +42,8 @@ def test_recurrence_backward_equals_autograd_of_the_loop():
     g = torch.Generator().manual_seed(0)
     lam = torch.rand(2, 1, 5, generator=g, dtype=F64).requires_grad_()
     u = torch.randn(2, 7, 3, 5, generator=g, dtype=F64).requires_grad_()
-    assert torch.autograd.gradcheck(_DiagonalRecurrence.apply, (lam, u))
-    h = _DiagonalRecurrence.apply(lam, u)
+    assert torch.autograd.gradcheck(DiagonalRecurrence.apply, (lam, u))
+    h = DiagonalRecurrence.apply(lam, u)
     # the plain loop, time axis 1, through autograd
     hs, prev = [], torch.zeros_like(u[:, 0])
     for t in range(u.shape[1]):
