@@ -107,7 +107,10 @@ def linear_ff_outputs(w: torch.Tensor, sequences) -> torch.Tensor:
 
 
 def rank_and_timespan(w: torch.Tensor, a: int, rtol: float = 1e-12) -> tuple[int, int]:
-    """Definition 3.1: ``r* = rank W`` and ``t*`` = the largest lag with ``w_{t*} != 0``."""
+    """Definition 3.1: ``r* = rank W`` and ``t*`` = the largest lag with ``w_{t*} != 0``.
+
+    Chapter 8, section "sec-theorem31".
+    """
     rtol = nonneg_real("rtol", rtol)
     W = lag_matrix(w, a)
     scale = float(W.abs().max())

@@ -64,6 +64,8 @@ def shift_register_realization(L) -> tuple[torch.Tensor, torch.Tensor, torch.Ten
 def rotation_realization(L, radius: float = 1.0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Nodes ``radius * exp(2 pi i k / T)``, k = 0..T-1, realised with real blocks (n = T n_x n_y).
 
+    Derived in Chapter 14, section "sec-realizations-four".
+
     For every input/output pair a block of T units: the real nodes (+radius, and -radius when T
     is even) are 1 x 1 blocks; each conjugate pair is the rotation block
     ``radius [[cos t, -sin t], [sin t, cos t]]`` acting on (Re z, Im z) of the complex state

@@ -155,6 +155,8 @@ class RecurrentNet(nn.Module):
 def lstm_from_attention(W_V, W_K, W_Q, scale: float, forget_bias: float = 50.0):
     """One LSTM layer + readout R implementing linear self-attention to O(scale^2) (Table 4, left).
 
+    Derived in Chapter 13, section "sec-lstm".
+
     Unit (i, j, a, b), a, b in {1, 0}: input gate sigmoid(s a v_i) (the paper's g, on the
     values), candidate tanh(s k_j) (the paper's c~, on the keys), forget gate sigmoid(50) = 1
     (b_f = +inf), output gate sigmoid(s b q_j) (queries).  With sigmoid(z) = 1/2 + z/4 + O(z^3)

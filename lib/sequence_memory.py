@@ -195,6 +195,8 @@ def fit_sequence_autoencoder(sequences, max_length: int | None = None, rank: int
                              rtol: float | None = None) -> SequenceAutoencoder:
     """The closed-form linear autoencoder of a set of sequences (Sperduti 2006; 2015, §2.1).
 
+    Derived in Chapter 7, sections "sec-ae-system" and "sec-ae-reconstruct".
+
     Xi = V Lambda U^T (thin, numerical rank rho), A = U^T P_{a,s}, B = U^T R_{a,s} U.
     ``rank`` < rho truncates to the leading singular vectors (an approximate memory).
     """
@@ -208,7 +210,10 @@ def fit_sequence_autoencoder(sequences, max_length: int | None = None, rank: int
 
 
 def autoencoder_matrices(U: torch.Tensor, a: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """``A = U^T P_{a,s}`` and ``B = U^T R_{a,s} U`` without forming P or R (U is ``(s, rho)``)."""
+    """``A = U^T P_{a,s}`` and ``B = U^T R_{a,s} U`` without forming P or R (U is ``(s, rho)``).
+
+    Chapter 7, section "sec-ae-operators" says what P and R do.
+    """
     U = as_tensor("U", U, 2, dtype=DTYPE)
     a = positive_int("a", a)
     if U.shape[0] % a:
