@@ -1,8 +1,7 @@
-"""What every chapter does the same way: the scale rule, the agreement measure, the tables.
+"""What every chapter does the same way: the scale rule, the agreement measure, the stored runs.
 
     by_scale   the scale rule: a parameter left at ``None`` takes the value of its ``scale`` column
     rel_err    ||a - b||_F / ||b||_F, the measure behind every "exact identity" check (float64)
-    md_table   a Markdown table from a header and formatted rows, the form every chapter table takes
     stored_chapter_run  a chapter's stored paper-scale run at scale="book", or a plain note that it is absent
 
 Each chapter imports these three instead of defining its own copy, so a reader who wonders what
@@ -44,20 +43,6 @@ def rel_err(a, b) -> float:
     if a.shape != b.shape:
         raise ValueError(f"rel_err needs a and b of one shape, got {tuple(a.shape)} and {tuple(b.shape)}")
     return float(torch.linalg.norm(a - b) / torch.linalg.norm(b))
-
-
-def md_table(header, rows) -> str:
-    """A Markdown table: ``header`` is a list of column titles, ``rows`` lists of formatted cells."""
-    header = [str(h) for h in header]
-    if not header:
-        raise ValueError("md_table needs at least one column in header")
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    for i, row in enumerate(rows):
-        row = [str(c) for c in row]
-        if len(row) != len(header):
-            raise ValueError(f"row {i} of md_table has {len(row)} cells, the header has {len(header)}")
-        lines.append("| " + " | ".join(row) + " |")
-    return "\n".join(lines)
 
 
 def stored_chapter_run(chapter: str, scale: str):

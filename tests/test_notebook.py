@@ -1,11 +1,11 @@
-"""Tests of lib.notebook (the chapters' scale rule, agreement measure and tables) and of
+"""Tests of lib.notebook (the chapters' scale rule, agreement measure and stored runs) and of
 lib.sequence_memory.random_sequences (the random sequence sets of Chapters 8 and 9)."""
 import math
 
 import pytest
 import torch
 
-from lib.notebook import by_scale, md_table, rel_err
+from lib.notebook import by_scale, rel_err
 from lib.sequence_memory import random_sequences
 
 
@@ -52,19 +52,6 @@ def test_rel_err_is_the_frobenius_ratio():
 def test_rel_err_refuses_shapes_that_would_broadcast():
     with pytest.raises(ValueError, match=r"rel_err needs a and b of one shape, got \(1, 3\) and \(3,\)"):
         rel_err(torch.ones(1, 3), torch.ones(3))
-
-
-def test_md_table_renders_header_separator_and_rows():
-    text = md_table(["$k$", "error"], [[1, "1.0e-03"], ["2", 0.5]])
-    assert text == "| $k$ | error |\n|---|---|\n| 1 | 1.0e-03 |\n| 2 | 0.5 |"
-    assert md_table(["a"], []) == "| a |\n|---|"
-
-
-def test_md_table_rejects_a_ragged_row_and_an_empty_header():
-    with pytest.raises(ValueError, match="row 1 of md_table has 3 cells, the header has 2"):
-        md_table(["a", "b"], [["1", "2"], ["1", "2", "3"]])
-    with pytest.raises(ValueError, match="at least one column"):
-        md_table([], [])
 
 
 def test_random_sequences_lengths_items_and_determinism():
