@@ -20,6 +20,8 @@ import re
 from numbers import Real
 from pathlib import Path
 
+from .notebook import markdown_table
+
 __all__ = ["PAPERS", "VERDICTS", "claim", "claim_record", "erratum", "collect", "claims_table", "errata_table",
            "verdict_counts", "appendix_disagreements"]
 
@@ -146,31 +148,23 @@ def collect(notebooks) -> list[dict]:
     return records
 
 
-def _row(cells) -> str:
-    return "| " + " | ".join(cells) + " |"
-
-
 def claims_table(records: list[dict], paper: str) -> str:
     """The Markdown table of ``paper``'s claims, in reading order."""
-    rows = [r for r in records if r["kind"] == "claim" and r["paper"] == paper]
-    lines = [_row(["claim", "paper", 'this book (`scale="book"`)', "paper-scale artefact", "verdict", "shown in"]),
-             _row(["---"] * 6)]
-    for r in rows:
+    rows = []
+    for r in (r for r in records if r["kind"] == "claim" and r["paper"] == paper):
         book = r["book"] if r["scale"] == "book" else f"{r['book']} (`scale=\"{r['scale']}\"`)"
-        lines.append(_row([r["what"], r["published"], book, r["paper_scale"] or NO_ARTEFACT,
-                           f"**{r['verdict']}**" if r["verdict"] != "reproduced" else r["verdict"],
-                           f"{{ref}}`{r['section']}`"]))
-    return "\n".join(lines)
+        rows.append([r["what"], r["published"], book, r["paper_scale"] or NO_ARTEFACT,
+                     f"**{r['verdict']}**" if r["verdict"] != "reproduced" else r["verdict"],
+                     f"{{ref}}`{r['section']}`"])
+    return markdown_table(["claim", "paper", 'this book (`scale="book"`)', "paper-scale artefact", "verdict", "shown in"],
+                          rows)
 
 
 def errata_table(records: list[dict]) -> str:
     """The Markdown table of every erratum, paper by paper."""
-    lines = [_row(["paper", "where", "the paper says", "correction", "the check", "shown in"]), _row(["---"] * 6)]
-    for paper in PAPERS:
-        for r in (r for r in records if r["kind"] == "erratum" and r["paper"] == paper):
-            lines.append(_row([paper.capitalize(), r["where"], r["statement"], r["correction"], r["check"],
-                               f"{{ref}}`{r['section']}`"]))
-    return "\n".join(lines)
+    rows = [[paper.capitalize(), r["where"], r["statement"], r["correction"], r["check"], f"{{ref}}`{r['section']}`"]
+            for paper in PAPERS for r in records if r["kind"] == "erratum" and r["paper"] == paper]
+    return markdown_table(["paper", "where", "the paper says", "correction", "the check", "shown in"], rows)
 
 
 def verdict_counts(records: list[dict], paper: str) -> dict:

@@ -3,8 +3,9 @@
     by_scale   the scale rule: a parameter left at ``None`` takes the value of its ``scale`` column
     rel_err    ||a - b||_F / ||b||_F, the measure behind every "exact identity" check (float64)
     stored_chapter_run  a chapter's stored paper-scale run at scale="book", or a plain note that it is absent
+    table      a results table, rendered (``markdown_table`` gives its Markdown text)
 
-Each chapter imports these three instead of defining its own copy, so a reader who wonders what
+Each chapter imports these instead of defining its own copy, so a reader who wonders what
 ``scale="paper"`` changes, or what "relative error 3e-16" measures, finds it here once.
 """
 from __future__ import annotations
@@ -49,16 +50,58 @@ def stored_chapter_run(chapter: str, scale: str):
     """The stored paper-scale run of ``chapter`` (``make paper EXP=chNN``), read at ``scale="book"``.
 
     Returns ``lib.artefacts.load_chapter_run(chapter)`` (checksums verified) at ``scale="book"`` and
-    ``None`` at ``scale="paper"`` (the chapter has just computed those numbers itself). A run that is
-    absent is said plainly on the page and gives ``None``: the book-scale results stand alone. A
-    checksum mismatch is an error (``ValueError``), not a missing run.
+    shows where it came from (command, finish time, duration, device, commit, torch, parameters).
+    At ``scale="paper"`` it returns ``None`` and says so: this execution is the one that produces the
+    stored result. A run that is absent is said plainly on the page and gives ``None``: the
+    book-scale results stand alone. A checksum mismatch is an error (``ValueError``), not a missing run.
     """
     if scale not in SCALES:
         raise ValueError(f"scale must be 'book' or 'paper', got {scale!r}")
     if scale == "paper":
+        print("executed at scale='paper': the stored paper-scale result is being produced by this run")
         return None
     try:
-        return artefacts.load_chapter_run(chapter)
+        run = artefacts.load_chapter_run(chapter)
     except FileNotFoundError as err:
         display(Markdown(f"**The stored paper-scale result is missing** ({err}); this page shows the book scale only."))
         return None
+    meta = run["meta"]
+    display(Markdown(
+        f"Stored run: `{meta['command']}`, finished {meta['finished_utc']} after "
+        f"{meta['wall_seconds'] / 60:.0f} min on {meta['device']} (commit `{meta['git_commit'][:10]}`, "
+        f"torch {meta['versions']['torch']}); parameters {meta['parameters']}."))
+    return run
+
+
+def markdown_table(header, rows) -> str:
+    """The Markdown text of a table: a ``header`` row of column titles, then ``rows``.
+
+    Every cell is text the caller has already formatted (an ``int`` is written as it is; a float
+    is refused, so that every number in a table carries the precision its chapter chose). Each row
+    must have one cell per column.
+    """
+    header = list(header)
+    if not header:
+        raise ValueError("header must name at least one column")
+    lines = [_table_row(header, "header"), "|" + "---|" * len(header)]
+    for i, row in enumerate(rows):
+        row = list(row)
+        if len(row) != len(header):
+            raise ValueError(f"rows[{i}] has {len(row)} cells; the header has {len(header)} columns")
+        lines.append(_table_row(row, f"rows[{i}]"))
+    return "\n".join(lines)
+
+
+def _table_row(cells, where: str) -> str:
+    for j, cell in enumerate(cells):
+        if isinstance(cell, bool) or not isinstance(cell, (str, int)):
+            raise TypeError(f"{where}[{j}] must be text (or an int), got {type(cell).__name__} {cell!r}: "
+                            "format numbers with the precision the table shows")
+    return "| " + " | ".join(str(c) for c in cells) + " |"
+
+
+def table(header, rows, *, before: str = "", after: str = "") -> None:
+    """Display a results table (:func:`markdown_table`) with optional Markdown paragraphs
+    ``before`` it (what was run) and ``after`` it (the caption: what the reader should see)."""
+    parts = [before, markdown_table(header, rows), after]
+    display(Markdown("\n\n".join(p for p in parts if p)))
