@@ -61,3 +61,42 @@ def test_pins_that_matter():
     env = yaml.safe_load((ROOT / "environment.yml").read_text())
     assert "python=3.11" in env["dependencies"]
     assert 'requires-python = ">=3.11,<3.12"' in (ROOT / "pyproject.toml").read_text()
+
+
+def _imported_modules(folder: Path) -> dict[str, str]:
+    """Top-level names of the modules imported anywhere in ``folder``'s Python files -> a file that imports it."""
+    import ast
+
+    found = {}
+    for path in sorted(folder.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            else:
+                continue
+            for name in names:
+                found.setdefault(name.split(".")[0], path.name)
+    return found
+
+
+def test_every_third_party_import_is_declared():
+    """What lib/, tools/ and benchmarks/ import is a declared requirement, not a package that only
+    happens to arrive with another one."""
+    import sys
+    from importlib.metadata import packages_distributions
+
+    dists = packages_distributions()
+    ours = {"lib", "book", "tools"}   # the project itself; sibling modules are found beside the importer
+    declared = set(pip_requirements())
+    undeclared = {}
+    for folder in ("lib", "tools", "benchmarks"):
+        for module, where in _imported_modules(ROOT / folder).items():
+            if module in sys.stdlib_module_names or module in ours or (ROOT / folder / f"{module}.py").exists():
+                continue
+            names = {d.lower().replace("_", "-") for d in dists.get(module, [])}
+            assert names, f"{folder}/{where} imports {module!r}, which no installed distribution provides"
+            if not names & declared:
+                undeclared[f"{folder}/{where}: {module}"] = sorted(names)
+    assert undeclared == {}, f"imported but not declared in pyproject.toml: {undeclared}"
