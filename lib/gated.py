@@ -395,14 +395,19 @@ class StackedGatedRNN(nn.Module):
 
     @classmethod
     def from_members(cls, members, *, dtype: torch.dtype | None = None, device="cpu"):
-        """Stack existing networks (same d_in, d_out, append_one; any widths)."""
+        """Stack existing networks (same d_in, d_out, append_one; any widths).
+
+        Built by ``__init__`` (whose members, drawn from their own generators, are then replaced by
+        copies of ``members``), so a stack has one way of coming into being.
+        """
         members = list(members)
         if not members or not all(isinstance(m, GatedLinearRNN) for m in members):
             raise TypeError("members must be a non-empty list of GatedLinearRNN")
-        obj = cls.__new__(cls)
-        nn.Module.__init__(obj)
-        obj._stack(members, dtype or members[0].W_in_m.dtype, device)
-        return obj
+        first, dtype = members[0], dtype or members[0].W_in_m.dtype
+        stack = cls(first.d_in, [m.W_in_m.shape[0] for m in members], first.D.shape[0], [0] * len(members),
+                    append_one=first.append_one, dtype=dtype, device=device)
+        stack._stack(members, dtype, device)
+        return stack
 
     def _stack(self, members, dtype, device):
         d_in, append_one = members[0].d_in, members[0].append_one

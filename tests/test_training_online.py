@@ -207,3 +207,21 @@ def test_committed_artefacts_load(name):
     assert meta["experiment"] == name and meta["steps"] >= 1 and meta["paper_steps"] >= meta["steps"]
     for g, cfg in zip(run["groups"], meta["config"]["groups"]):
         assert g["widths"] == cfg["widths"] and int(g["history"]["step"][-1]) == meta["steps"]
+
+
+def test_a_stack_rebuilt_from_its_members_computes_what_it_computed():
+    stack = lib.StackedGatedRNN(3, [5, 2, 4], 2, [3, 4, 5], dtype=F64)
+    x = torch.randn(3, 2, 6, 3, generator=torch.Generator().manual_seed(0), dtype=F64)
+    state = torch.random.get_rng_state()
+    again = lib.StackedGatedRNN.from_members([stack.member(k) for k in range(stack.K)])
+    assert torch.equal(torch.random.get_rng_state(), state)          # the global RNG is untouched
+    assert again.widths == stack.widths and again.W_in_m.dtype == F64
+    for name, p in stack.named_parameters():
+        assert torch.allclose(getattr(again, name), p, rtol=0, atol=1e-15), name
+    assert torch.allclose(again(x), stack(x), rtol=1e-13, atol=1e-15)
+    f32 = lib.StackedGatedRNN.from_members([stack.member(0)], dtype=torch.float32)
+    assert f32.W_in_m.dtype == torch.float32 and f32.widths == [5]
+    with pytest.raises(ValueError, match="share d_in"):
+        lib.StackedGatedRNN.from_members([stack.member(0), lib.StackedGatedRNN(2, [2], 2, [0], dtype=F64).member(0)])
+    with pytest.raises(TypeError, match="non-empty list of GatedLinearRNN"):
+        lib.StackedGatedRNN.from_members([])
