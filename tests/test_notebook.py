@@ -86,12 +86,20 @@ def test_random_sequences_needs_a_generator():
         random_sequences(3, 5, 2, 0)
 
 
-def test_stored_chapter_run_reads_the_run_at_book_scale_only(monkeypatch):
+def test_stored_chapter_run_reads_the_run_at_book_scale_only_and_says_where_it_came_from(monkeypatch, capsys):
     from lib import artefacts, notebook
-    calls = []
-    monkeypatch.setattr(artefacts, "load_chapter_run", lambda name: calls.append(name) or {"meta": name})
-    assert notebook.stored_chapter_run("05_memory_and_delay", "book") == {"meta": "05_memory_and_delay"}
+    calls, shown = [], []
+    meta = dict(command="python tools/paper.py chapter 05", finished_utc="2026-11-20 10:00 UTC", wall_seconds=1860.0,
+                device="cpu (CPU: AMD EPYC)", git_commit="0123456789abcdef", versions={"torch": "2.13.0"},
+                parameters={"scale": "paper"})
+    run = {"meta": meta, "glued": {}}
+    monkeypatch.setattr(artefacts, "load_chapter_run", lambda name: calls.append(name) or run)
+    monkeypatch.setattr(notebook, "display", lambda obj: shown.append(obj.data))
+    assert notebook.stored_chapter_run("05_memory_and_delay", "book") is run
+    assert shown == ["Stored run: `python tools/paper.py chapter 05`, finished 2026-11-20 10:00 UTC after 31 min on "
+                     "cpu (CPU: AMD EPYC) (commit `0123456789`, torch 2.13.0); parameters {'scale': 'paper'}."]
     assert notebook.stored_chapter_run("05_memory_and_delay", "paper") is None
+    assert "being produced by this run" in capsys.readouterr().out
     assert calls == ["05_memory_and_delay"]
     with pytest.raises(ValueError, match="scale must be 'book' or 'paper'"):
         notebook.stored_chapter_run("05_memory_and_delay", "full")
