@@ -120,6 +120,9 @@ def glue_json(name: str, value, digits: int = 6):
 def load_run(name: str, root: str | Path | None = None) -> dict:
     """The artefact of experiment ``name``, verified against the manifest.
 
+    Used in Chapter 11, section "sec-teacher-paper", Chapter 12, section "sec-icl-paper", and
+    Chapter 13, section "sec-fig4-stored", to load the stored paper-scale runs.
+
     Returns ``{"meta": dict, "task": dict, "groups": [{"kind", "layers", "widths", "seeds",
     "history", "model", "members"}]}`` with float64 models: for gated groups a StackedGatedRNN
     whose members are GatedLinearRNN, otherwise a ModuleStack of RecurrentNet members.

@@ -39,6 +39,9 @@ def check_attention_weights(W_V, W_K, W_Q):
 class LinearSelfAttention(nn.Module):
     """One causal linear self-attention head with fixed weights.
 
+    Derived in Chapter 10, section "sec-lsa-gated" (eq. 1); the teacher of Chapter 11, section
+    "sec-teacher-setup".
+
     Args:
         W_V: (d_v, d) value matrix; W_K, W_Q: (d_k, d) key and query matrices (square d x d
             in the paper; rectangular ones work as well).
@@ -98,6 +101,9 @@ class LinearSelfAttention(nn.Module):
 
 def lsa_instantaneous_tensor(W_V, W_K, W_Q) -> torch.Tensor:
     """The instantaneous map x -> (W_V x)(W_K x)^T(W_Q x) as a 4-tensor on x~ = (x, 1).
+
+    Used in Chapter 11, section "sec-teacher-scores", for the polynomial distance between teacher
+    and student.
 
     Returns C of shape (d_v, d+1, d+1, d+1, d+1) with
     y_i = sum_{abce} C[i,a,b,c,e] x~_a x~_b x~_c x~_e, where x~_d = 1 (the homogenising

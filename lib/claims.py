@@ -27,6 +27,10 @@ class Claims:
     """``Claims(argued, current)``: ``argued`` maps setting names to the values the claims were
     argued for, ``current`` is where the chapter's values live (e.g. ``globals()``).
 
+    Used by Chapters 3-6, 9, 11 and 12 for the claims argued for their default settings (first in
+    Chapter 3, section "sec-finite-width-excess"); Chapter 12, section "sec-icl-train", says in
+    prose what it does.
+
     ``check(ok, what)`` asserts ``ok`` when every argued setting has its argued value, and
     otherwise prints ``what`` with "holds" or "does not hold" and the settings that differ.
     """

@@ -23,6 +23,9 @@ __all__ = ["DiagonalRecurrence", "diagonal_recurrence", "diagonal_scan", "diagon
 def diagonal_scan(lam: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
     """h_t = lam * h_{t-1} + u_t (h_{-1} = 0) for all t at once, by a Hillis-Steele scan.
 
+    Its time-major core is the log2(T)-step scan by which :class:`lib.GatedLinearRNN` runs eq. (2)
+    (Chapter 10, section "sec-lsa-gated").
+
     ``lam``: (n,) (real or complex), ``u``: (B, T, n) (a ValueError otherwise: a 2-D ``u``
     would be scanned along its first axis).  After the step with offset k the
     state holds sum_{j < 2k} lam^j u_{t-j}; ceil(log2 T) vectorised steps, no division by lam
@@ -52,6 +55,10 @@ def scan_time_major(lam: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
 def diagonal_recurrence(lam: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
     """h_t = lam * h_{t-1} + u_t (h_{-1} = 0), (B, T, n) -> (B, T, n), real or complex.
 
+    The state update of :class:`lib.recurrent_cells.LRULayer` (Chapter 13, sections "sec-glu",
+    "sec-lru-in" and "sec-fig4"); its :class:`DiagonalRecurrence` is the in-place recurrence of the
+    Performance appendix, "What limits the training-step ratios".
+
     The sequential recurrence with a hand-written backward (:class:`DiagonalRecurrence`):
     T - 1 fused multiply-adds forward and backward and no autograd graph over time, which on a
     CPU is several times faster to differentiate than :func:`diagonal_scan` for short T.
@@ -61,7 +68,11 @@ def diagonal_recurrence(lam: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
 
 
 def diagonal_scan_reference(lam: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
-    """The plain loop h_t = lam * h_{t-1} + u_t, (B, T, n) -> (B, T, n)."""
+    """The plain loop h_t = lam * h_{t-1} + u_t, (B, T, n) -> (B, T, n).
+
+    The state update of eq. (2) (Chapter 10, section "sec-lsa-gated") step by step; the tests hold
+    :func:`diagonal_scan` and :func:`diagonal_recurrence` to it.
+    """
     h = torch.zeros_like(u[:, 0])
     out = []
     for t in range(u.shape[1]):

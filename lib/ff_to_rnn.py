@@ -63,6 +63,9 @@ __all__ = [
 class LinearStateSpace:
     """``y_t = A_in x_t + B y_{t-1}``, ``o_t = c^T y_t`` (y_0 = 0).
 
+    Derived in Chapter 8, sections "sec-linear-construction" and "sec-theorem31"; Chapter 9, section
+    "sec-one-step", returns the 1-time-step RNN in this form.
+
     A_in ``(rho, a)``, B ``(rho, rho)``, c ``(rho,)``; ``info`` holds the construction's
     diagnostics (ranks, timespan, bounds).
     """
@@ -92,14 +95,21 @@ def _check_w(w, a: int) -> torch.Tensor:
 
 
 def lag_matrix(w: torch.Tensor, a: int) -> torch.Tensor:
-    """``W = [w_1 w_2 ... w_l]`` ``(a, l)``: column k-1 is the weight block of lag k."""
+    """``W = [w_1 w_2 ... w_l]`` ``(a, l)``: column k-1 is the weight block of lag k.
+
+    Derived in Chapter 8, section "sec-linear-construction", which factors it as W = B Gamma.
+    """
     a = positive_int("a", a)
     w = _check_w(w, a)
     return w.reshape(-1, a).T
 
 
 def linear_ff_outputs(w: torch.Tensor, sequences) -> torch.Tensor:
-    """The linear network ``o = w^T xi`` on every prefix: ``Xi w`` ``(N,)``."""
+    """The linear network ``o = w^T xi`` on every prefix: ``Xi w`` ``(N,)``.
+
+    Used in Chapter 8, sections "sec-linear-construction", "sec-theorem31" and
+    "sec-vandermonde-vs-sperduti", for the feedforward outputs d that the RNNs must reproduce.
+    """
     seqs = check_sequences(sequences)
     a = seqs[0].shape[1]
     w = _check_w(w, a)
@@ -123,6 +133,8 @@ def rank_and_timespan(w: torch.Tensor, a: int, rtol: float = 1e-12) -> tuple[int
 
 def theorem31_bound(N: int, r: int, t: int) -> int:
     """``min{N, [(1 + 2 t*) r* - r*^2] / 2}`` (Theorem 3.1).
+
+    Derived with sympy in Chapter 8, section "sec-theorem31".
 
     N >= 1 (total length of the sequences), t = t* >= 0 (timespan), 0 <= r = r* <= t* (the
     rank of W, whose t* columns are w_1..w_t*).  r (1 + 2t - r) is even (its two factors sum
@@ -221,7 +233,11 @@ def linear_ff_to_rnn(w: torch.Tensor, sequences, reduced: bool = False, rtol: fl
 class FeedforwardNet(nn.Module):
     """Single-hidden-layer tanh network on the unrolled prefix ``xi`` ``(..., a l)`` (§2.2):
     ``o = tanh(w_o^T tanh(W xi + b) + b_o)``.  W ``(H, a l)``, b ``(H,)``, w_o ``(H,)``, b_o scalar.
-    ``out_tanh=False`` leaves the output linear."""
+    ``out_tanh=False`` leaves the output linear.
+
+    Used in Chapter 9, sections "sec-general-ff" (small random networks, converted) and
+    "sec-protein" (the §4 network, trained).
+    """
 
     def __init__(self, a: int, l: int, hidden: int, seed: int = 0, init_scale: float = 1.0,
                  out_tanh: bool = True, dtype=DTYPE):
@@ -247,6 +263,9 @@ class FeedforwardNet(nn.Module):
 class MemoryRNN:
     """RNN of §3.2: a linear memory ``y_t = A_in x_t + B y_{t-1}`` (``rho`` units), H tanh units
     ``h_t = tanh(G y_t + b)`` and the output ``o_t = tanh(w_o^T h_t + b_o)``.
+
+    Derived in Chapter 9, sections "sec-general-ff" and "sec-rho-general" (the RNNs built there);
+    section "sec-tanh-memory" runs it with ``beta``, section "sec-smallest-k" truncates its memory.
 
     A_in ``(rho, a)``, B ``(rho, rho)``, G ``(H, rho)``, b ``(H,)``, w_o ``(H,)``, b_o scalar.
     ``beta`` (optional) replaces the linear memory units by ``beta tanh(z / beta)`` units.
@@ -412,7 +431,11 @@ def general_ff_to_rnn_reference(W_hid, b, w_o, b_o, sequences, rtol: float = 1e-
                                 svd_rtol: float | None = None, out_tanh: bool = True) -> MemoryRNN:
     """The literal §3.2 construction: build ``Y~ = [Z(1) ... Z(H)]`` ``(N, sum_h r_h l)``, take its
     thin SVD ``Y~ = V~ Lambda~ U~^T`` and set ``A = sum_h U~_(h)^T P Bas_h^T``,
-    ``B = sum_h U~_(h)^T R U~_(h)``, ``G[h] = vec(Gamma_h)^T U~_(h)`` (reference for tests)."""
+    ``B = sum_h U~_(h)^T R U~_(h)``, ``G[h] = vec(Gamma_h)^T U~_(h)`` (reference for tests).
+
+    Derived in Chapter 9, section "sec-general-ff", which checks :func:`general_ff_to_rnn` against
+    it.
+    """
     seqs = check_sequences(sequences)
     a = seqs[0].shape[1]
     W_hid, b, w_o = _check_ff(W_hid, b, w_o, a)
@@ -443,6 +466,8 @@ def general_ff_to_rnn_reference(W_hid, b, w_o, b_o, sequences, rtol: float = 1e-
 
 class OneStepFF:
     """A feedforward network with the 1-time-step property (Def. 3.2).
+
+    Derived in Chapter 9, section "sec-one-step".
 
     Unit h (``W_u[h]`` ``(a,)``) reads only the item at lag ``slots[h]`` (1-based):
     ``o(prefix) = tanh(b_o + sum_h w_o[h] tanh(W_u[h]^T x_{t - slots[h] + 1}))``, the sum over
@@ -490,6 +515,8 @@ class OneStepFF:
 def one_step_ff_to_rnn(net: OneStepFF, sequences, reduced: bool = False, svd_rtol: float | None = None):
     """RNN for a 1-time-step network; returns ``(memory, readout)``.
 
+    Derived in Chapter 9, section "sec-one-step".
+
     ``reduced=False`` (§3.2 as printed): the memory is the autoencoder of ``H_{/[1,H]}`` (the
     feature state matrix without its first H columns), state ``rank H_{/[1,H]}``, fed by
     ``h(x_{t-1})``; the output is ``tanh(b_o + w~_1^T h(x_t) + w~_{/1}^T U y~_{t-1})``.
@@ -533,7 +560,10 @@ def one_step_ff_to_rnn(net: OneStepFF, sequences, reduced: bool = False, svd_rto
 
 def tanh_beta_star(b: float, eps: float) -> float:
     """``beta* = sqrt(b^3 / (3 eps))``: for ``beta >= beta*`` and ``|z| <= b``,
-    ``|beta tanh(z / beta) - z| <= |z|^3 / (3 beta^2) < eps`` (strict for z != 0)."""
+    ``|beta tanh(z / beta) - z| <= |z|^3 / (3 beta^2) < eps`` (strict for z != 0).
+
+    Derived in Chapter 9, section "sec-tanh-linear".
+    """
     b = positive_real("b", b)
     eps = positive_real("eps", eps)
     return math.sqrt(b ** 3 / (3 * eps))
@@ -542,6 +572,9 @@ def tanh_beta_star(b: float, eps: float) -> float:
 def tanh_memory_state_bound(B: torch.Tensor, D: float, steps: int, beta: float) -> float:
     """Bound on ``||y^beta_t - y_t||_2`` for ``t <= steps`` when the linear memory
     ``y_t = A x_t + B y_{t-1}`` is replaced by ``y_t = beta tanh((A x_t + B y_{t-1}) / beta)``.
+
+    Derived in Chapter 9, section "sec-tanh-linear" (its part "Through a recurrence"); section
+    "sec-tanh-memory" checks it against the measured error.
 
     ``D >= max_t (sum_i y_{t,i}^6)^{1/2}`` over the exact linear states.  With
     ``|tanh u - u| <= |u|^3/3`` and tanh 1-Lipschitz:
@@ -565,6 +598,9 @@ def tanh_memory_state_bound(B: torch.Tensor, D: float, steps: int, beta: float) 
 
 def tanh_memory_beta(B: torch.Tensor, D: float, steps: int, gain: float, eps: float) -> float:
     """Smallest beta for which ``gain * tanh_memory_state_bound(B, D, steps, beta) <= eps``.
+
+    Derived in Chapter 9, section "sec-tanh-linear" (its part "Through a recurrence"); used in
+    sections "sec-tanh-memory" and "sec-smallest-k".
 
     ``gain`` converts a state error into an output error (``||c||_2`` for a linear readout,
     ``sum_h |w_o[h]| ||G[h]||_2`` for the tanh readout of :class:`MemoryRNN`)."""

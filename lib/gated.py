@@ -44,6 +44,9 @@ def _lam_to_nu(lam: torch.Tensor) -> torch.Tensor:
 class GatedLinearRNN(nn.Module):
     """The gated diagonal linear RNN of eq. (2).
 
+    Derived in Chapter 10, section "sec-lsa-gated" (eq. 2 and its index convention); the student of
+    Chapters 11 and 12.
+
     Args:
         d_in: input dimension d (the constant 1 is appended on top when ``append_one``).
         n_hidden: recurrent neurons |h|.
@@ -288,6 +291,9 @@ def gated_rnn_from_attention(W_V, W_K, W_Q, compact: bool = False) -> GatedLinea
 def construction_size(d: int, compact: bool = False) -> dict[str, int]:
     """Neurons and parameters of the Fig. 1 construction for a d x d attention layer.
 
+    Derived in Chapter 10, section "sec-construction-size", which asserts its counts against the
+    built models.
+
     ``nonzero`` counts the nonzero entries of the weight matrices plus every lam (the query
     neurons' lam = 0 is their forgetting, a parameter all the same)."""
     d = positive_int("d", d)
@@ -304,6 +310,9 @@ def construction_size(d: int, compact: bool = False) -> dict[str, int]:
 
 def instantaneous_tensor(model: GatedLinearRNN, n_tokens: int = 1) -> torch.Tensor:
     """The output at the last step of an ``n_tokens``-step sequence as an exact 4-tensor.
+
+    Used in Chapter 11, section "sec-teacher-scores" (the polynomial distance), and Chapter 12,
+    section "sec-icl-polynomial" (Table 2; ``n_tokens=2`` for the two-token probe).
 
     The variables are the tokens concatenated, then a constant 1:
     w = (x_0, ..., x_{L-1}, 1), m = L * d_in + 1.  The last state is
@@ -333,6 +342,9 @@ def instantaneous_tensor(model: GatedLinearRNN, n_tokens: int = 1) -> torch.Tens
 
 def polynomial_coefficients(C: torch.Tensor) -> tuple[list[tuple[int, ...]], torch.Tensor]:
     """Exact monomial coefficients of y_i = sum C[i,a,b,c,e] x~_a x~_b x~_c x~_e.
+
+    Used in Chapter 11, section "sec-teacher-scores", and Chapter 12, section "sec-icl-polynomial",
+    for the exact coefficients of the teacher's and the RNNs' polynomials.
 
     The last coordinate of x~ is the constant 1, so the homogeneous quartic in x~ is a
     polynomial of degree <= 4 in x.  Returns ``(exponents, coef)``: exponents[k] is the

@@ -39,6 +39,9 @@ def gd_loss(eta: float, T: int, d_x: int, sigma_x2: float = 1.0, sigma_w2: float
     """L(eta) = 1/2 E||y - eta Y X^T x||^2 per output coordinate (uniform inputs):
 
     1/2 sigma_W^2 sigma_x^2 (d_x - 2 eta T d_x sigma_x^2 + eta^2 T d_x sigma_x^4 (T + d_x - 1/5)).
+
+    Derived with sympy in Chapter 12, section "sec-eta-star" (divided by d_y), and checked there by
+    Monte Carlo.
     """
     T, d_x, sigma_x2 = _check(T, d_x, sigma_x2)
     sigma_w2 = positive_real("sigma_w2", sigma_w2)
@@ -63,6 +66,9 @@ def icl_batch(batch: int, T: int, d_x: int, d_y: int, *, sigma_w2: float = 1 / 3
               dtype: torch.dtype = torch.float32) -> tuple[torch.Tensor, torch.Tensor]:
     """A batch of in-context regression sequences.
 
+    The task of Chapter 12, section "sec-icl-task"; sections "sec-eta-star" (Monte Carlo) and
+    "sec-icl-train" (evaluation) draw from it.
+
     Returns ``tokens`` (batch, T + 1, d_x + d_y): rows (x_t, W* x_t) for t < T and the query
     row (x_{T+1}, 0); and ``target`` (batch, d_y) = W* x_{T+1}.
     """
@@ -82,7 +88,11 @@ def icl_batch(batch: int, T: int, d_x: int, d_y: int, *, sigma_w2: float = 1 / 3
 
 
 def gd_predict(tokens: torch.Tensor, d_x: int, eta: float) -> torch.Tensor:
-    """One GD step from W_0 = 0 (eq. 4): y_hat = eta sum_t y_t x_t^T x_query, (B, d_y)."""
+    """One GD step from W_0 = 0 (eq. 4): y_hat = eta sum_t y_t x_t^T x_query, (B, d_y).
+
+    Derived in Chapter 12, section "sec-icl-task"; section "sec-eta-star" checks the loss of its
+    predictions by Monte Carlo.
+    """
     d_x = positive_int("d_x", d_x)
     if isinstance(eta, bool) or not isinstance(eta, (int, float)) or not math.isfinite(eta):
         raise ValueError(f"eta must be a finite real number, got {eta!r}")

@@ -95,6 +95,8 @@ def impulse_response(W: torch.Tensor, F: torch.Tensor, C: torch.Tensor, T: int) 
 def markov_parameters(W: torch.Tensor, F: torch.Tensor, C: torch.Tensor, T: int) -> torch.Tensor:
     """The Markov parameters L_j = n^{-(j+1)/2} C W^j F of eq. (9), through the fast engine.
 
+    Derived in Chapter 1, section "sec-conv-prop" (Prop. 2.1(a)).
+
     The library's name for the map (W, F, C, T) -> L; ``LinearRNN.markov_parameters(T)`` is the
     same map on a model's own weights, and ``impulse_response`` its plain reference.
     Returns (T, n_y, n_x), equal to ``impulse_response(W, F, C, T)`` (to rounding) in the forward
@@ -238,6 +240,8 @@ class _MarkovFunction(torch.autograd.Function):
 
 def causal_conv(L: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     """Causal 1-D convolution y_t = sum_{j=0}^{t} L_j x_{t-j} (eq. 5).
+
+    Derived in Chapter 1, section "sec-conv-prop" (Prop. 2.1(a)).
 
     L: (T_L, n_y, n_x) filter taps; x: (N, T, n_x).  Taps beyond T_L are zero, so a
     filter shorter than the sequence is a finite impulse response.  Returns (N, T, n_y).
@@ -432,14 +436,22 @@ def TapsRNN(rnn: LinearRNN) -> LinearRNN:
 # --------------------------------------------------------------------------------------
 
 def chebyshev_nodes(T: int, dtype=DTYPE) -> torch.Tensor:
-    """Chebyshev points of the first kind, cos((2k+1) pi / (2T)), k = 0..T-1, in (-1, 1)."""
+    """Chebyshev points of the first kind, cos((2k+1) pi / (2T)), k = 0..T-1, in (-1, 1).
+
+    Used as the default nodes of the Vandermonde realization in Chapter 1, section
+    "sec-vandermonde"; section "sec-conditioning" measures the conditioning they give.
+    """
     T = positive_int("T", T)
     k = torch.arange(T, dtype=dtype)
     return torch.cos((2 * k + 1) * math.pi / (2 * T))
 
 
 def equispaced_nodes(T: int, radius: float = 0.9, dtype=DTYPE) -> torch.Tensor:
-    """T equispaced points on [-radius, radius] (a single point 0 when T = 1)."""
+    """T equispaced points on [-radius, radius] (a single point 0 when T = 1).
+
+    Used in Chapter 1, section "sec-conditioning", to compare the conditioning of the Vandermonde
+    matrix with that of Chebyshev nodes.
+    """
     T = positive_int("T", T)
     radius = positive_real("radius", radius)
     if T == 1:
@@ -448,7 +460,11 @@ def equispaced_nodes(T: int, radius: float = 0.9, dtype=DTYPE) -> torch.Tensor:
 
 
 def vandermonde_matrix(nodes: torch.Tensor, T: int | None = None) -> torch.Tensor:
-    """V with V[k, t] = nodes[k] ** t, t = 0..T-1 (eq. 35 of App. B.1); T defaults to len(nodes)."""
+    """V with V[k, t] = nodes[k] ** t, t = 0..T-1 (eq. 35 of App. B.1); T defaults to len(nodes).
+
+    Derived in Chapter 1, section "sec-vandermonde"; section "sec-conditioning" measures its
+    condition number.
+    """
     nodes = as_tensor("nodes", nodes, 1)
     T = nodes.shape[0] if T is None else positive_int("T", T)
     t = torch.arange(T, dtype=nodes.dtype if nodes.is_floating_point() else DTYPE)

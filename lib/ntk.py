@@ -63,6 +63,9 @@ def _pair(x1, x2):
 def toeplitz(x: torch.Tensor) -> torch.Tensor:
     """The block Toeplitz matrix 𝒯(x) of eq. (18).
 
+    Derived in Chapter 2, section "sec-thm32" (eq. 18); Chapter 3 builds from it the data operator A
+    of section "sec-gd-analysis".
+
     x: (T, n_x) -> (T n_x, T), or a batch x: (N, T, n_x) -> (N, T n_x, T), with
     𝒯(x)[(j, b), t] = x_{t-j}[b] for t >= j and 0 otherwise (row index j*n_x + b).
     Then the convolution y_t = sum_j L_j x_{t-j} reads y[:, t] = [L_0 ... L_{T-1}] 𝒯(x)[:, t].
@@ -90,7 +93,11 @@ def _check_rho(rho, T: int) -> torch.Tensor:
 
 
 def conv_ntk_factor(rho: torch.Tensor, n_x: int, n_y: int) -> torch.Tensor:
-    """D(rho) ⊗ I in the tap ordering (j, a, b): diag(rho_j) of size (T n_y n_x)^2 (Thm 3.2)."""
+    """D(rho) ⊗ I in the tap ordering (j, a, b): diag(rho_j) of size (T n_y n_x)^2 (Thm 3.2).
+
+    D(rho) is eq. (19) of Chapter 2, section "sec-thm32"; section "sec-convergence" measures the
+    finite-width M_n against this matrix (M_n -> D(rho) ⊗ I, section "sec-finite-width").
+    """
     rho = as_tensor("rho", rho, 1)
     if (rho < 0).any():
         raise ValueError(f"rho must be >= 0, got min {float(rho.min())}")
@@ -153,6 +160,9 @@ def empirical_ntk(x1: torch.Tensor, x2: torch.Tensor, model: nn.Module, *,
                   chunk: int | None = None) -> torch.Tensor:
     """Finite-width NTK of any nn.Module mapping (N, T, n_x) -> (N, T, n_y), by torch.func.
 
+    Derived in Chapter 2, section "sec-ntk-def"; sections "sec-thm32" and "sec-finite-width" check
+    ``conv_ntk`` and ``factored_ntk`` against it.
+
     K[(i,t,a),(k,s,c)] = sum over all parameters of d y1[i,t,a]/d theta * d y2[k,s,c]/d theta,
     returned as (N1 T n_y, N2 T n_y) in (sample, time, output channel) order.  Computed as
     NTK-vector products: for a chunk of outputs of x2, ``vmap(vjp)`` gives their parameter
@@ -196,6 +206,9 @@ def empirical_ntk(x1: torch.Tensor, x2: torch.Tensor, model: nn.Module, *,
 def markov_jacobian(model: LinearRNN, T: int) -> torch.Tensor:
     """J = d vec(L) / d (W, F, C) of the RNN's taps L (T, n_y, n_x), by torch.func.jacrev.
 
+    The J of Chapter 2, section "sec-finite-width" (M_n = J J^T); that section checks
+    ``markov_ntk_factor`` against J J^T through ``markov_ntk_factor_reference``.
+
     Rows ordered (j, a, b) as ``L.reshape(-1)``; columns W (row-major), then F, then C.
     Shape (T n_y n_x, n^2 + n n_x + n_y n).  The plain reference for ``markov_ntk_factor``;
     it stores J, so it is only for moderate n.
@@ -211,7 +224,10 @@ def markov_jacobian(model: LinearRNN, T: int) -> torch.Tensor:
 
 
 def markov_ntk_factor_reference(model: LinearRNN, T: int) -> torch.Tensor:
-    """M_n = J J^T from the explicit Jacobian ``markov_jacobian`` (reference, moderate n)."""
+    """M_n = J J^T from the explicit Jacobian ``markov_jacobian`` (reference, moderate n).
+
+    Used in Chapter 2, section "sec-finite-width", to check ``markov_ntk_factor`` against J J^T.
+    """
     J = markov_jacobian(model, T)
     return J @ J.T
 

@@ -38,6 +38,9 @@ RECURRENT_KINDS = ("lstm", "gru", "lru", "lru_in_out", "lru_in_skip")
 class LRULayer(nn.Module):
     """One LRU layer with GLU output (and optional GLU input).  (B, T, width) -> (B, T, width).
 
+    Used in Chapter 13: sections "sec-glu" and "sec-lru-in" set its weights by hand (App. A.1),
+    section "sec-fig4" trains it.
+
     Args:
         width: input/output dimension; n_state: complex hidden units (default ``width``).
         input_gate: add the input GLU (LRU In+Out).
@@ -194,6 +197,8 @@ def lstm_from_attention(W_V, W_K, W_Q, scale: float, forget_bias: float = 50.0):
 def glu_gating(W_m, W_x, eps: float):
     """Linear gating (W_m x) * (W_x x) from two GLUs with small weights (App. A.1).
 
+    Derived in Chapter 13, section "sec-glu".
+
     sigmoid(eps W_m x) * (W_x x) - sigmoid(0) * (W_x x) = (eps/4)(W_m x)(W_x x) (1 + O(eps^2)),
     so ``f(x) = (4/eps) [GLU_1(x) - GLU_2(x)]`` with GLU_1 = (eps W_m, W_x), GLU_2 = (0, W_x).
     Returns the function f: (..., d) -> (..., n).
@@ -213,6 +218,8 @@ def glu_gating(W_m, W_x, eps: float):
 
 def lru_from_gated(model, eps: float):
     """Two LRU layers (GLU output) + readout R implementing the gated RNN ``model`` to O(eps^2).
+
+    Derived in Chapter 13, section "sec-glu".
 
     Width W = max(d_x, 2|h|, 2 n_gate), inputs x~ = (x, 1) zero-padded to W.  Layer 1 has
     lam = 0, B = C = I, no skip, so its GLU sees x~_t; its first |h| GLU units compute
@@ -265,6 +272,8 @@ def lru_from_gated(model, eps: float):
 def lru_in_from_attention(W_V, W_K, W_Q, eps: float, skip: bool = False):
     """One LRU In+Out (``skip=False``) or In+Skip (``skip=True``) layer + readout R implementing
     linear self-attention y_t = sum_{t' <= t} (W_V x_t') (W_K x_t')^T (W_Q x_t) to O(eps^2).
+
+    Derived in Chapter 13, section "sec-lru-in".
 
     One key-value pair p = (i, j) per recurrent unit, lam = 1 (exp(-exp(-50)) = 1 in float64).
     Input GLU, block A: sigmoid(eps v_i) k_j, block B: sigmoid(0) k_j = k_j / 2; the input map

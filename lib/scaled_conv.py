@@ -50,13 +50,22 @@ def rho(T: int, nu_W: float, nu_F: float, nu_C: float) -> torch.Tensor:
 
 
 def rho_max(T: int, nu_F: float, nu_C: float) -> float:
-    """rho_max = nu_C (T nu_F + 1) + nu_F of eq. (22), so that rho_j <= rho_max nu_W^{j-1}."""
+    """rho_max = nu_C (T nu_F + 1) + nu_F of eq. (22), so that rho_j <= rho_max nu_W^{j-1}.
+
+    Derived with sympy in Chapter 2, section "sec-tau" (the geometric bound, eq. 22); Chapter 3 uses
+    it in sections "sec-thm41" (the dashed bounds of the rho_j figure) and "sec-gd-analysis" (the
+    constant B_1 of the theorem).
+    """
     T = positive_int("T", T)
     return positive_real("nu_C", nu_C) * (T * positive_real("nu_F", nu_F) + 1) + nu_F
 
 
 class ScaledConv(nn.Module):
     """Scaled convolution y_t = sum_j sqrt(rho_j) theta_j x_{t-j} (eq. 8).
+
+    Derived in Chapter 2, section "sec-thm32"; its initialisation from L0 is Chapter 3, section
+    "sec-equiv-conv", and Chapters 4-6 train it beside the RNN (first in Chapter 4, section
+    "sec-fig12-task").
 
     rho: (T,) positive scalings (``torch.ones(T)`` gives the unscaled Conv-1D).
     The parameter is ``theta`` of shape (T, n_y, n_x).  Initialisation: from given taps

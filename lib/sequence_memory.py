@@ -41,6 +41,9 @@ __all__ = [
 def check_sequences(sequences, name: str = "sequences", features: int | None = None) -> list[torch.Tensor]:
     """Validate a non-empty list of ``(l_q, a)`` tensors with one common ``a`` (and ``l_q >= 1``).
 
+    The sequence sets are those of Chapter 7, section "sec-ae-system"; every function of this module
+    and of :mod:`lib.ff_to_rnn` that takes sequences (Chapters 7-9) checks them with it first.
+
     Returns them as float64 tensors.  ``features`` (if given) is the required ``a``.
     """
     if isinstance(sequences, torch.Tensor):
@@ -71,6 +74,9 @@ def _lengths(seqs: list[torch.Tensor]) -> list[int]:
 def state_matrix(sequences, max_length: int | None = None) -> torch.Tensor:
     """Xi ``(N, a*l)``: one row per prefix, ``[x_t, x_{t-1}, ..., x_1, 0, ...]``, sequences stacked.
 
+    Derived in Chapter 7, section "sec-ae-system" (the data matrix Xi); section "sec-ae-reconstruct"
+    checks it against :func:`state_matrix_reference`.
+
     ``max_length`` (l) defaults to the longest sequence and must be >= it.  Fast path: one
     vectorised copy per lag over all sequences at once (l copies in all).
     """
@@ -92,7 +98,10 @@ def state_matrix(sequences, max_length: int | None = None) -> torch.Tensor:
 
 
 def state_matrix_reference(sequences, max_length: int | None = None) -> torch.Tensor:
-    """Plain loop version of :func:`state_matrix` (row by row, item by item)."""
+    """Plain loop version of :func:`state_matrix` (row by row, item by item).
+
+    Used in Chapter 7, section "sec-ae-reconstruct", to check :func:`state_matrix`.
+    """
     seqs = check_sequences(sequences)
     l = max(_lengths(seqs)) if max_length is None else max_length
     a = seqs[0].shape[1]
@@ -108,6 +117,9 @@ def state_matrix_reference(sequences, max_length: int | None = None) -> torch.Te
 
 def shift_operators(a: int, s: int, forget=()) -> tuple[torch.Tensor, torch.Tensor]:
     """``P_{a,s}`` ``(s, a)`` and ``R_{a,s}`` ``(s, s)``; with ``forget``, ``R_{a,s/pi}``.
+
+    Derived in Chapter 7, sections "sec-ae-system" and "sec-ae-operators"; the forgetting shift
+    R_{a,s/pi} is Chapter 8, section "sec-theorem31".
 
     ``P x`` puts ``x`` in the first a components; ``R v`` shifts ``v`` down by a positions
     (``(R v)_i = v_{i-a}``, zeros in the first a).  ``forget`` lists 0-based components of the
@@ -133,6 +145,9 @@ def shift_operators(a: int, s: int, forget=()) -> tuple[torch.Tensor, torch.Tens
 def thin_svd(M: torch.Tensor, rank: int | None = None, rtol: float | None = None):
     """Thin SVD ``M = V diag(lam) U^T`` truncated to the numerical rank (or to ``rank``).
 
+    The thin SVD Xi = V Lambda U^T of Chapter 7, section "sec-ae-system"; Chapter 9, section
+    "sec-protein", checks its rank threshold on the protein network.
+
     Returns ``(V (m, rho), lam (rho,), U (n, rho))``.  The numerical rank counts singular
     values above ``rtol * lam_max`` with ``rtol = max(m, n) * eps`` by default (numpy's
     ``matrix_rank`` rule).  ``rank`` overrides it (truncation to the first ``rank`` values).
@@ -157,6 +172,8 @@ def thin_svd(M: torch.Tensor, rank: int | None = None, rtol: float | None = None
 class SequenceAutoencoder:
     """The linear autoencoder of eqs. (1)-(2): encoder ``y_t = A x_t + B y_{t-1}``, decoder
     ``[x_t; y_{t-1}] = [A^T; B^T] y_t``.
+
+    Derived in Chapter 7, sections "sec-ae-system" and "sec-ae-reconstruct".
 
     A ``(rho, a)``, B ``(rho, rho)``, U ``(a*l, rho)`` (the right singular vectors, Omega = U),
     lam ``(rho,)`` the singular values of Xi; ``a``, ``l`` the item size and window length.
@@ -225,7 +242,11 @@ def autoencoder_matrices(U: torch.Tensor, a: int) -> tuple[torch.Tensor, torch.T
 
 
 def pad_sequences(sequences) -> tuple[torch.Tensor, torch.Tensor]:
-    """Stack ``(l_q, a)`` sequences into ``(n, l, a)`` zero padded, and the ``(n, l)`` bool mask."""
+    """Stack ``(l_q, a)`` sequences into ``(n, l, a)`` zero padded, and the ``(n, l)`` bool mask.
+
+    Used in Chapter 8, section "sec-vandermonde-vs-sperduti", to run the Vandermonde RNN on
+    sequences of different lengths (the mask picks the real items).
+    """
     seqs = check_sequences(sequences)
     lens = _lengths(seqs)
     X = torch.zeros(len(seqs), max(lens), seqs[0].shape[1], dtype=DTYPE)
@@ -238,6 +259,9 @@ def pad_sequences(sequences) -> tuple[torch.Tensor, torch.Tensor]:
 
 def encode(A: torch.Tensor, B: torch.Tensor, sequences) -> list[torch.Tensor]:
     """Run ``y_t = A x_t + B y_{t-1}`` (y_0 = 0) on all sequences at once (batched over sequences).
+
+    Derived in Chapter 7, section "sec-ae-system" (the encoder); section "sec-ae-reconstruct" checks
+    its states against Xi U.
 
     A ``(rho, a)``, B ``(rho, rho)``; returns a list of ``(l_q, rho)`` state tensors.
     """
@@ -258,7 +282,10 @@ def encode(A: torch.Tensor, B: torch.Tensor, sequences) -> list[torch.Tensor]:
 
 
 def encode_reference(A: torch.Tensor, B: torch.Tensor, sequences) -> list[torch.Tensor]:
-    """Plain per-sequence, per-step loop version of :func:`encode`."""
+    """Plain per-sequence, per-step loop version of :func:`encode`.
+
+    Used in Chapter 7, section "sec-ae-reconstruct", to check :func:`encode`.
+    """
     seqs = check_sequences(sequences, features=A.shape[1])
     out = []
     for s in seqs:

@@ -27,6 +27,8 @@ __all__ = ["TeacherTask", "ICLTask", "lsa_teachers"]
 def lsa_teachers(d: int, seeds, *, scale: float = 1.0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Teacher weights (W_V, W_K, W_Q), each (K, d, d), entries N(0, scale^2 / d), one seed each.
 
+    Used in Chapter 11, section "sec-teacher-setup", to draw the teacher (entries N(0, 1/d)).
+
     For every seed the three matrices are drawn in the order W_V, W_K, W_Q from
     ``torch.Generator().manual_seed(seed)`` in float64.
     """
@@ -44,6 +46,9 @@ def lsa_teachers(d: int, seeds, *, scale: float = 1.0) -> tuple[torch.Tensor, to
 
 class TeacherTask:
     """Teacher-student batches for K students: member k imitates teacher k.
+
+    Used in Chapter 11, section "sec-teacher-setup", to train the student on fresh teacher
+    sequences, and in Chapter 13, section "sec-fig4".
 
     Args:
         W_V, W_K, W_Q: (K, d, d) teacher weights (``lsa_teachers``).
@@ -91,7 +96,11 @@ class TeacherTask:
 
 
 class ICLTask:
-    """In-context linear regression batches (App. C.1) for K models, last step read only."""
+    """In-context linear regression batches (App. C.1) for K models, last step read only.
+
+    Used in Chapter 12, section "sec-icl-train", to train the gated RNN on the task of section
+    "sec-icl-task", and in Chapter 13, section "sec-fig4".
+    """
 
     last_only = True
 

@@ -47,6 +47,9 @@ def teacher_dataset(L: torch.Tensor, n_train: int, n_test: int, T: int, *, snr_d
                     seed: int = 0) -> dict[str, torch.Tensor | float]:
     """Inputs x ~ N(0, I) i.i.d., clean outputs causal_conv(L, x), plus output noise at ``snr_db``.
 
+    Derived in Chapter 4, section "sec-fig12-task" (the noise variance from the clean training
+    outputs); Chapter 5, section "sec-delay-task", uses it for the delayed teachers.
+
     L: (T_L, n_y, n_x) teacher taps (e.g. a teacher RNN's ``markov_parameters(T)``).
     One noise variance for both sets, from the clean *training* outputs' mean power.
     Returns dict with x_train (n_train, T, n_x), y_train, y_train_clean, x_test, y_test,

@@ -120,7 +120,12 @@ def _is_log_step(step: int, log_every: int, steps: int) -> bool:
 # ----------------------------------------------------------------------------- gradient descent
 
 def loss_fn(yhat: torch.Tensor, y: torch.Tensor, kind: str = "half_sum") -> torch.Tensor:
-    """Squared-error loss: ``"half_sum"`` = 0.5 * sum (yhat - y)^2, ``"mean"`` = mean (yhat - y)^2."""
+    """Squared-error loss: ``"half_sum"`` = 0.5 * sum (yhat - y)^2, ``"mean"`` = mean (yhat - y)^2.
+
+    Used by ``train_gd`` and ``train_minibatch``; Chapter 4, section "sec-fig12-task", explains the
+    two kinds: the 1/2-sum is the normalisation the kernel theory is stated in, the mean is what the
+    error curves report.
+    """
     if yhat.shape != y.shape:
         raise ValueError(f"prediction shape {tuple(yhat.shape)} != target shape {tuple(y.shape)}")
     if kind == "half_sum":
@@ -260,6 +265,9 @@ def train_feedforward(model: nn.Module, E: torch.Tensor, code: torch.Tensor, d: 
 def cosine_lr(step: int, steps: int, lr: float, lr_min: float) -> float:
     """Learning rate of update ``step`` (1-based) of ``steps``: cosine from lr to lr_min (App. B.1).
 
+    Used in Chapter 11, section "sec-teacher-fig2-paper", to compute exactly how far decoupled
+    weight decay shrinks a weight over the schedule.
+
     Update 1 uses ``lr``; the rate after the last update would be ``lr_min``
     (torch's ``CosineAnnealingLR`` with ``T_max = steps``, in closed form).
     """
@@ -270,6 +278,10 @@ def cosine_lr(step: int, steps: int, lr: float, lr_min: float) -> float:
 
 class ModuleStack(nn.Module):
     """K independent modules trained together by :func:`train_online` (one step, K data streams).
+
+    Used in Chapter 13, section "sec-fig4", to train the LRU, LSTM and GRU networks with
+    :func:`train_online`; :func:`lib.artefacts.load_run` returns the stored ones of section
+    "sec-fig4-stored" in it.
 
     ``forward(x)`` with x (K, B, T, d) runs member k on x[k] (its ``forward_unchecked`` where it
     has one: the trainer has checked the shapes once); ``last_only`` keeps the last step.
@@ -332,6 +344,9 @@ def train_adamw(model: nn.Module, batch: Callable[[torch.Generator], tuple[torch
                 log_every: int = 100) -> dict[str, torch.Tensor]:
     """Online training of App. B.1 for one model: AdamW, cosine schedule lr -> lr_min over ``steps``.
 
+    Not used by the chapters, which train with :func:`train_online`; Chapter 11, section
+    "sec-teacher-setup", describes the App. B.1 optimisation that both implement.
+
     ``batch(generator) -> (x, y)`` draws a fresh batch every step (each sequence seen once) from
     a ``torch.Generator`` seeded with ``seed``; ``predict(model, x)`` (default ``model(x)``)
     gives what is compared with y by ``loss`` (default 1/2 * mean squared error).  Parameters
@@ -375,6 +390,9 @@ def train_online(model: nn.Module, task, *, steps: int, data_seeds, lr: float = 
                  progress: bool = False, capture: str | bool = "auto",
                  on_log: Callable[[int, torch.Tensor], None] | None = None) -> dict:
     """Online AdamW training of App. B.1 for the K members of ``model``, one step for all.
+
+    Used in Chapter 11, section "sec-teacher-setup" (which describes the App. B.1 optimisation),
+    Chapter 12, section "sec-icl-train", and Chapter 13, section "sec-fig4".
 
     Every step draws one fresh batch per member (``task.sample``; member k from
     ``torch.Generator`` seeded with ``data_seeds[k]``), computes each member's loss
