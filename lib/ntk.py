@@ -235,7 +235,7 @@ def markov_ntk_factor_reference(model: LinearRNN, T: int) -> torch.Tensor:
 def markov_ntk_factor(model: LinearRNN, T: int) -> torch.Tensor:
     """M_n = J J^T, the Gram matrix of the tap Jacobian of a LinearRNN (T n_y n_x square).
 
-    Derived in Chapter 2, section "sec-mn".
+    Derived in Chapter 2, section "sec-finite-width" (eq. `eq-factor`); its limit is section "sec-mn".
 
     Ordered (j, a, b) on both sides, so that the finite-width NTK is exactly
     ``factored_ntk(x1, x2, M_n)`` (K_n = 𝒯(x)^T M_n 𝒯(x')), and M_n -> D(rho) ⊗ I as
