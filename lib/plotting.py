@@ -3,6 +3,8 @@
 Every chapter calls :func:`use_book_style` once, right after its imports; figures then
 share fonts, sizes, colours and the colour-blind-safe cycle below.  Models have fixed
 colours (:data:`MODEL_COLORS`) so the RNN is the same colour on every page.
+A figure that several chapters draw alike is finished here once: :func:`finish_width_sweep`
+(a quantity against the number of hidden neurons, with the sizes of the constructions marked).
 """
 from __future__ import annotations
 
@@ -53,3 +55,23 @@ def subplots(*args, **kwargs):
     use_book_style()
     kwargs.setdefault("layout", "constrained")
     return plt.subplots(*args, **kwargs)
+
+
+def finish_width_sweep(ax, constructions, *, ylabel=None, **legend_kw):
+    """Finish a width sweep: a quantity plotted against the number of hidden neurons, on log-log
+    axes, with a vertical line at the size of each construction it is compared with.
+
+    Draw the sweep's own curves on ``ax`` first. ``constructions`` lists ``(neurons, linestyle,
+    label)`` in the order to draw them: each becomes a grey (``"0.4"``) vertical line at
+    ``neurons`` with that line style and legend label. Both axes are then put on a log scale,
+    the x axis is labelled "hidden neurons", the y axis ``ylabel`` (left unlabelled if None),
+    and the legend is drawn with ``legend_kw`` (e.g. ``fontsize=8``): the curves' labels first,
+    then the constructions'.
+    """
+    for neurons, linestyle, label in constructions:
+        ax.axvline(neurons, ls=linestyle, color="0.4", label=label)
+    ax.set_xscale("log"); ax.set_yscale("log")
+    ax.set_xlabel("hidden neurons")
+    if ylabel is not None:
+        ax.set_ylabel(ylabel)
+    ax.legend(**legend_kw)
