@@ -22,7 +22,7 @@ from pathlib import Path
 
 from .notebook import markdown_table
 
-__all__ = ["PAPERS", "VERDICTS", "claim", "claim_record", "erratum", "collect", "claims_table", "errata_table",
+__all__ = ["PAPERS", "VERDICTS", "claim", "claim_record", "not_checked", "erratum", "collect", "claims_table", "errata_table",
            "verdict_counts", "appendix_disagreements"]
 
 PAPERS = {
@@ -93,6 +93,14 @@ def claim(paper: str, key: str, what: str, *, published, book, verdict: str, sec
     """
     _glue(claim_record(paper, key, what, published=published, book=book, verdict=verdict,
                        section=section, paper_scale=paper_scale, scale=scale))
+
+
+def not_checked(paper: str, key: str, what: str, *, published, section: str, scale: str = "book") -> None:
+    """Record a claim of ``paper`` that the book states but does not check (a cited result, a
+    statement beyond what its computations reach): :func:`claim` with ``book`` = "—" and the
+    verdict "not checked", so the appendix lists it beside the checked ones."""
+    claim(paper, key, what, published=published, book=NO_ARTEFACT, verdict="not checked", section=section,
+          scale=scale)
 
 
 def claim_record(paper: str, key: str, what: str, *, published, book, verdict: str, section: str,
