@@ -22,7 +22,7 @@ from pathlib import Path
 
 from .notebook import markdown_table
 
-__all__ = ["PAPERS", "VERDICTS", "claim", "claim_record", "not_checked", "erratum", "collect", "claims_table", "errata_table",
+__all__ = ["PAPERS", "VERDICTS", "claim", "claim_record", "not_checked", "verdict_of", "erratum", "collect", "claims_table", "errata_table",
            "verdict_counts", "appendix_disagreements"]
 
 PAPERS = {
@@ -93,6 +93,19 @@ def claim(paper: str, key: str, what: str, *, published, book, verdict: str, sec
     """
     _glue(claim_record(paper, key, what, published=published, book=book, verdict=verdict,
                        section=section, paper_scale=paper_scale, scale=scale))
+
+
+def verdict_of(*checks) -> str:
+    """The verdict a chapter's checks give a claim: "reproduced" when every check holds,
+    "partially reproduced" when some do, "differs" when none does.
+
+    A check is anything with a truth value; ``None`` marks a check that did not run (the
+    paper-scale one when no stored run is read) and is left out. At least one check must have run.
+    """
+    ran = [bool(c) for c in checks if c is not None]
+    if not ran:
+        raise ValueError("verdict_of needs at least one check that ran (every check given was None)")
+    return "reproduced" if all(ran) else ("partially reproduced" if any(ran) else "differs")
 
 
 def not_checked(paper: str, key: str, what: str, *, published, section: str, scale: str = "book") -> None:

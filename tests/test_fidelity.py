@@ -153,3 +153,26 @@ def test_a_changed_chapter_value_or_a_typed_appendix_row_is_caught(appendix, tmp
     typed = tmp_path / "97_typed.ipynb"
     typed.write_text(json.dumps(nb))
     assert any("no chapter records" in p for p in fidelity.appendix_disagreements(typed, records))
+
+
+def test_verdict_of_counts_the_checks_that_ran():
+    assert fidelity.verdict_of(True) == "reproduced"
+    assert fidelity.verdict_of(False) == "differs"
+    assert fidelity.verdict_of(True, False) == "partially reproduced"
+    assert fidelity.verdict_of(True, None) == "reproduced"          # the paper-scale check did not run
+    assert fidelity.verdict_of(False, None, False) == "differs"
+    assert fidelity.verdict_of(1.0 < 2.0, [], 0) == "partially reproduced"   # truth values, as `if` reads them
+    with pytest.raises(ValueError, match="at least one check that ran"):
+        fidelity.verdict_of(None, None)
+    with pytest.raises(ValueError, match="at least one check that ran"):
+        fidelity.verdict_of()
+
+
+def test_not_checked_is_a_claim_without_a_book_value(monkeypatch):
+    recorded = []
+    monkeypatch.setattr(fidelity, "_glue", recorded.append)
+    fidelity.not_checked("emami", "02-lemma", "a cited lemma", published="exact (App. C)", section="sec-tau",
+                         scale="paper")
+    assert recorded == [dict(kind="claim", paper="emami", key="02-lemma", what="a cited lemma",
+                             published="exact (App. C)", book=fidelity.NO_ARTEFACT, paper_scale=None,
+                             verdict="not checked", section="sec-tau", scale="paper")]
