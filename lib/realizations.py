@@ -47,7 +47,7 @@ def shift_register_realization(L) -> tuple[torch.Tensor, torch.Tensor, torch.Ten
     A shifts the blocks down by one (nilpotent: A^T = 0), B writes x_t into the first block, and
     the readout is the row of taps ``[L_0, ..., L_{T-1}]``: y_t = sum_j L_j x_{t-j}, exactly, on
     sequences of any length.  The readout *is* the taps, so the map taps -> weights has condition
-    number 1.  (Chapter 14, "Four realizations".)
+    number 1.  (Chapter 14, section "sec-realizations-four".)
     """
     L = _taps(L)
     T, n_y, n_x = L.shape
@@ -126,7 +126,7 @@ def memory_realization(L, sequences, rank: int | None = None):
     rho = T n_x (U square: an orthogonal change of basis of the shift register), only on the
     sequences' span when the memory is compressed (``rank`` < T n_x, or data of lower rank).
     The sequences the memory is fitted on may have any lengths up to T (the window).
-    Returns ``(W, F, C)`` with n = rho.  (Chapter 14.)
+    Returns ``(W, F, C)`` with n = rho.  (Chapter 14, section "sec-realizations-four".)
     """
     L = _taps(L)
     T, n_y, n_x = L.shape
