@@ -20,7 +20,7 @@ import re
 from numbers import Real
 from pathlib import Path
 
-from .notebook import markdown_table
+from .notebook import check_scale, markdown_table
 
 __all__ = ["PAPERS", "VERDICTS", "claim", "claim_record", "not_checked", "verdict_of", "erratum", "collect", "claims_table", "errata_table",
            "verdict_counts", "appendix_disagreements"]
@@ -122,8 +122,7 @@ def claim_record(paper: str, key: str, what: str, *, published, book, verdict: s
     _common(paper, key, section)
     if verdict not in VERDICTS:
         raise ValueError(f"verdict must be one of {', '.join(repr(v) for v in VERDICTS)}, got {verdict!r}")
-    if scale not in ("book", "paper"):
-        raise ValueError(f"scale must be 'book' or 'paper', got {scale!r}")
+    check_scale(scale)
     data = dict(kind="claim", paper=paper, key=key, what=_text("what", what),
                 published=_text("published", published), book=_text("book", book),
                 paper_scale=_text("paper_scale", paper_scale, allow_none=True),

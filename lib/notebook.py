@@ -1,6 +1,7 @@
 """What every chapter does the same way: the scale rule, the agreement measure, the stored runs.
 
     by_scale   the scale rule: a parameter left at ``None`` takes the value of its ``scale`` column
+    check_scale  the one check of the ``scale`` switch ("book" or "paper")
     rel_err    ||a - b||_F / ||b||_F, the measure behind every "exact identity" check (float64)
     stored_chapter_run  a chapter's stored paper-scale run at scale="book", or a plain note that it is absent
     table      a results table, rendered (``markdown_table`` gives its Markdown text)
@@ -18,6 +19,13 @@ from . import artefacts
 SCALES = ("book", "paper")
 
 
+def check_scale(scale: str) -> str:
+    """``scale`` itself when it is "book" or "paper"; otherwise a ValueError that names both."""
+    if scale not in SCALES:
+        raise ValueError(f"scale must be 'book' or 'paper', got {scale!r}")
+    return scale
+
+
 def by_scale(scale: str, **knobs):
     """Fill the parameters that depend on ``scale``; an explicit value always wins.
 
@@ -25,8 +33,7 @@ def by_scale(scale: str, **knobs):
     when left at its default), then its value at ``scale="book"`` and at ``scale="paper"``. Returns
     the chosen values in the order of the keywords (one value for one keyword, else a tuple).
     """
-    if scale not in SCALES:
-        raise ValueError(f"scale must be 'book' or 'paper', got {scale!r}")
+    check_scale(scale)
     if not knobs:
         raise ValueError("by_scale needs at least one knob=(value, book, paper)")
     column = 1 + SCALES.index(scale)
@@ -55,8 +62,7 @@ def stored_chapter_run(chapter: str, scale: str):
     stored result. A run that is absent is said plainly on the page and gives ``None``: the
     book-scale results stand alone. A checksum mismatch is an error (``ValueError``), not a missing run.
     """
-    if scale not in SCALES:
-        raise ValueError(f"scale must be 'book' or 'paper', got {scale!r}")
+    check_scale(scale)
     if scale == "paper":
         print("executed at scale='paper': the stored paper-scale result is being produced by this run")
         return None

@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from lib.notebook import by_scale, markdown_table, rel_err
+from lib.notebook import by_scale, check_scale, markdown_table, rel_err
 from lib.sequence_memory import random_sequences
 
 
@@ -147,3 +147,10 @@ def test_markdown_table_rejects_a_ragged_row_by_index():
 def test_markdown_table_refuses_an_unformatted_number(cell):
     with pytest.raises(TypeError, match=r"rows\[0\]\[1\] must be text"):
         markdown_table(["a", "b"], [["x", cell]])
+
+
+def test_check_scale_returns_the_scale_or_names_both_values():
+    assert check_scale("book") == "book" and check_scale("paper") == "paper"
+    for bad in ("Book", "full", "", None):
+        with pytest.raises(ValueError, match=r"scale must be 'book' or 'paper'"):
+            check_scale(bad)
