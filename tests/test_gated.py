@@ -12,7 +12,7 @@ torch.set_default_dtype(torch.float64)
 
 
 def _rel(a, b):
-    return float((a - b).norm() / b.norm())
+    return float(((a - b).norm() / b.norm()).detach())
 
 
 @settings(max_examples=40, deadline=None)
