@@ -25,9 +25,9 @@ def test_chapter_has_a_parameters_cell_with_the_scale_switch(src, tmp_path):
     params = book.declared_parameters(nb)
     assert params.get("scale") == '"book"', f"{src.name}: parameters cell must set scale = \"book\""
     text = src.read_text()
-    # an unknown scale is an error: the chapter checks it itself, or passes it to lib.notebook.by_scale
-    # (which raises, tests/test_notebook.py) right after the parameters cell
-    assert (re.search(r'if scale not in \("book", "paper"\):\s*\n\s*raise ValueError', text)
+    # an unknown scale is an error: the chapter passes it to lib.notebook.check_scale or to
+    # lib.notebook.by_scale (both raise, tests/test_notebook.py)
+    assert (re.search(r'^check_scale\(scale\)', text, flags=re.M)
             or re.search(r'= by_scale\(\s*scale\s*,', text)), f"{src.name}: an unknown scale must be an error"
 
 
