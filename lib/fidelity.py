@@ -1,17 +1,24 @@
 """What reproduces: the papers' claims and slips, recorded by the chapters that check them.
 
-A chapter records each quantitative claim of a paper that it checks -- a theorem, a figure, a
-table entry, a number the paper states -- with :func:`claim`, and each slip it finds in a paper
-with :func:`erratum`.  Both store the record in the executed notebook with myst-nb's ``glue``
-(no visible output), so every cell of a record is computed where the check is made.  The
-fidelity appendix (``book/97_fidelity``) reads the records back from the executed chapters with
-:func:`collect` and renders them with :func:`claims_table` and :func:`errata_table`; a test
-compares the appendix with the chapters' records.
+The words of every claim of a paper that the book checks -- a theorem, a figure, a table entry,
+a number the paper states -- and of every slip it finds stand in the paper's ledger,
+``book/claims/PAPER.toml`` (:func:`ledger`): a table ``[claim.KEY]`` with ``what`` (the claim in
+the book's words), ``published`` (the paper's value) and ``section`` (the label of the section
+that shows the check), or ``[erratum.KEY]`` with ``where``, ``statement``, ``correction`` and
+``section``.  A chapter records, where it makes the check, what it computed: :func:`claim` with
+the key, its value and the verdict, :func:`erratum` with the key and the check.  A field that
+formats a number the chapter holds (a published value kept in the chapter's ``PAPER``) is passed
+by the chapter instead and left out of the ledger; each field has exactly one home, and a field
+given twice or nowhere is an error.  Both store the completed record in the executed notebook
+with myst-nb's ``glue`` (no visible output).  The fidelity appendix (``book/97_fidelity``) reads
+the records back with :func:`collect`, renders them with :func:`claims_table` and
+:func:`errata_table`, and requires that every ledger entry is recorded (:func:`unrecorded`); a
+test compares the appendix with the chapters' records.
 
 A record's values are strings formatted by the chapter (``f"{gap:.3f}"``) or plain numbers
 (formatted with 4 significant digits); MyST math (``$\\eta^*$``) is allowed in every text field.
-``section`` is the label of the section that shows the check (``"sec-width"``); the appendix
-links to it with ``{ref}``, so a label that does not exist fails the strict build.
+The appendix links to ``section`` with ``{ref}``, so a label that does not exist fails the strict
+build.
 """
 from __future__ import annotations
 
@@ -22,8 +29,9 @@ from pathlib import Path
 
 from .notebook import check_scale, markdown_table
 
-__all__ = ["PAPERS", "VERDICTS", "claim", "claim_record", "not_checked", "verdict_of", "erratum", "collect", "claims_table", "errata_table",
-           "verdict_counts", "appendix_disagreements"]
+__all__ = ["PAPERS", "VERDICTS", "LEDGER", "ledger", "claim", "claim_record", "not_checked", "verdict_of", "erratum",
+           "erratum_record", "unrecorded", "collect", "claims_table", "errata_table", "verdict_counts",
+           "appendix_disagreements"]
 
 PAPERS = {
     "emami": "Emami et al. (2021), *Implicit bias of linear RNNs*",
@@ -81,18 +89,81 @@ def _glue(data: dict) -> None:
     glue(f"{GLUE_PREFIX}{data['kind']}-{data['paper']}-{data['key']}", _Record(data), display=False)
 
 
-def claim(paper: str, key: str, what: str, *, published, book, verdict: str, section: str,
-          paper_scale=None, scale: str = "book") -> None:
-    """Record one quantitative claim of ``paper`` and what the chapter found.
+# The ledgers: one TOML file a paper (book/claims/PAPER.toml), a table [claim.KEY] or
+# [erratum.KEY] an entry, holding the words of each record; the chapters supply the numbers.
+LEDGER = Path(__file__).resolve().parent.parent / "book" / "claims"
+TEXT_FIELDS = {"claim": ("what", "published", "section"),
+               "erratum": ("where", "statement", "correction", "section")}
 
-    ``what`` says the claim in the book's words; ``published`` is the paper's value (or
-    "not stated"), ``book`` the chapter's value at the scale it was executed at (``scale``),
-    ``paper_scale`` the value computed from a stored paper-scale artefact (None: there is
-    none), ``verdict`` one of :data:`VERDICTS`, computed by the chapter from its own outputs.
-    Nothing is displayed (the record is glued); :func:`collect` reads it back.
+
+def ledger(folder=None) -> dict:
+    """``{(kind, key): (paper, entry)}`` for every entry of the ledgers in ``folder`` (default
+    :data:`LEDGER`), in the files' order: ``kind`` is "claim" or "erratum", ``entry`` the words the
+    ledger gives (a subset of :data:`TEXT_FIELDS`). The fidelity appendix (Appendix
+    "app-fidelity") lists them; a field outside :data:`TEXT_FIELDS` or a key in two ledgers is an error."""
+    import tomllib
+
+    folder = Path(LEDGER if folder is None else folder)
+    entries, where = {}, {}
+    for paper in PAPERS:
+        path = folder / f"{paper}.toml"
+        if not path.is_file():
+            raise FileNotFoundError(f"the ledger of {paper} is missing: {path}")
+        with path.open("rb") as f:
+            data = tomllib.load(f)
+        unknown = set(data) - set(TEXT_FIELDS)
+        if unknown:
+            raise ValueError(f"{path}: a ledger has only [claim.KEY] and [erratum.KEY] tables, got {sorted(unknown)}")
+        for kind, table in data.items():
+            for key, entry in table.items():
+                extra = set(entry) - set(TEXT_FIELDS[kind])
+                if extra:
+                    raise ValueError(f"{path}: [{kind}.{key}] may give only {', '.join(TEXT_FIELDS[kind])}, "
+                                     f"got {sorted(extra)}")
+                if (kind, key) in entries:
+                    raise ValueError(f"{kind} {key!r} stands in two ledgers: {where[kind, key]} and {path.name}")
+                entries[kind, key], where[kind, key] = (paper, entry), path.name
+    return entries
+
+
+def _words(kind: str, key: str, given: dict, folder=None) -> tuple[str, dict]:
+    """The paper of ``kind`` ``key`` and its text fields: each from the ledger entry or from the
+    chapter's argument (``given``, None where not passed) -- exactly one of the two."""
+    if not isinstance(key, str) or not _KEY.match(key):
+        raise ValueError(f"key must be a lower-case slug (letters, digits, '_', '.', '-'), got {key!r}")
+    entries = ledger(folder)
+    if (kind, key) not in entries:
+        raise ValueError(f"{kind} key {key!r} is in none of the ledgers ({', '.join(PAPERS)}.toml in "
+                         f"{Path(LEDGER if folder is None else folder)}): add a table [{kind}.{key}] to the "
+                         f"ledger of its paper")
+    paper, entry = entries[kind, key]
+    words = {}
+    for field in TEXT_FIELDS[kind]:
+        if field in entry and given[field] is not None:
+            raise ValueError(f"{kind} {key}: {field} is given both by the ledger {paper}.toml and by the "
+                             f"chapter; give it in one place")
+        if field not in entry and given[field] is None:
+            raise ValueError(f"{kind} {key}: {field} is missing: give it in [{kind}.{key}] of {paper}.toml "
+                             f"or as the argument {field}=")
+        words[field] = entry[field] if field in entry else given[field]
+    return paper, words
+
+
+def claim(key: str, *, book, verdict: str, scale: str = "book", paper_scale=None, what=None,
+          published=None, section=None) -> None:
+    """Record one quantitative claim of a paper and what the chapter found.
+
+    The ledger entry ``[claim.KEY]`` of the paper (see :func:`ledger`) gives the claim's words:
+    ``what`` (the claim in the book's words), ``published`` (the paper's value, or "not stated")
+    and ``section`` (the label of the section that shows the check); a chapter passes one of them
+    instead only where it formats a number it holds. ``book`` is the chapter's value at the scale
+    it was executed at (``scale``), ``paper_scale`` the value computed from a stored paper-scale
+    artefact (None: there is none), ``verdict`` one of :data:`VERDICTS`, computed by the chapter
+    from its own outputs. Nothing is displayed (the record is glued); :func:`collect` reads it back
+    for the fidelity appendix (Appendix "app-fidelity").
     """
-    _glue(claim_record(paper, key, what, published=published, book=book, verdict=verdict,
-                       section=section, paper_scale=paper_scale, scale=scale))
+    _glue(claim_record(key, book=book, verdict=verdict, scale=scale, paper_scale=paper_scale, what=what,
+                       published=published, section=section))
 
 
 def verdict_of(*checks) -> str:
@@ -108,39 +179,60 @@ def verdict_of(*checks) -> str:
     return "reproduced" if all(ran) else ("partially reproduced" if any(ran) else "differs")
 
 
-def not_checked(paper: str, key: str, what: str, *, published, section: str, scale: str = "book") -> None:
-    """Record a claim of ``paper`` that the book states but does not check (a cited result, a
-    statement beyond what its computations reach): :func:`claim` with ``book`` = "—" and the
-    verdict "not checked", so the appendix lists it beside the checked ones."""
-    claim(paper, key, what, published=published, book=NO_ARTEFACT, verdict="not checked", section=section,
-          scale=scale)
+def not_checked(key: str, *, scale: str = "book", what=None, published=None, section=None) -> None:
+    """Record a claim that the book states but does not check (a cited result, a statement beyond
+    what its computations reach): :func:`claim` with ``book`` = "—" and the verdict "not
+    checked", so the appendix lists it beside the checked ones."""
+    claim(key, book=NO_ARTEFACT, verdict="not checked", scale=scale, what=what, published=published,
+          section=section)
 
 
-def claim_record(paper: str, key: str, what: str, *, published, book, verdict: str, section: str,
-                 paper_scale=None, scale: str = "book") -> dict:
-    """The validated record that :func:`claim` glues (its values formatted as the appendix shows them)."""
-    _common(paper, key, section)
+def claim_record(key: str, *, book, verdict: str, scale: str = "book", paper_scale=None, what=None,
+                 published=None, section=None, ledger_folder=None) -> dict:
+    """The validated record that :func:`claim` glues (its values formatted as the appendix shows
+    them, its words completed from the ledger in ``ledger_folder``, default :data:`LEDGER`)."""
     if verdict not in VERDICTS:
         raise ValueError(f"verdict must be one of {', '.join(repr(v) for v in VERDICTS)}, got {verdict!r}")
     check_scale(scale)
-    data = dict(kind="claim", paper=paper, key=key, what=_text("what", what),
-                published=_text("published", published), book=_text("book", book),
+    paper, words = _words("claim", key, dict(what=what, published=published, section=section), ledger_folder)
+    _common(paper, key, words["section"])
+    data = dict(kind="claim", paper=paper, key=key, what=_text("what", words["what"]),
+                published=_text("published", words["published"]), book=_text("book", book),
                 paper_scale=_text("paper_scale", paper_scale, allow_none=True),
-                verdict=verdict, section=section, scale=scale)
+                verdict=verdict, section=words["section"], scale=scale)
     if verdict == "not checked" and data["book"] != NO_ARTEFACT:
         raise ValueError(f"a claim that is 'not checked' has no book value: pass book={NO_ARTEFACT!r}, "
                          f"got {data['book']!r}")
     return data
 
 
-def erratum(paper: str, key: str, where: str, *, statement: str, correction: str, check: str,
-            section: str) -> None:
-    """Record a slip or gap in ``paper``: ``where`` it is, the paper's ``statement``, the
-    ``correction``, and the ``check`` (computed by the chapter) that shows it."""
-    _common(paper, key, section)
-    _glue(dict(kind="erratum", paper=paper, key=key, where=_text("where", where),
-               statement=_text("statement", statement), correction=_text("correction", correction),
-               check=_text("check", check), section=section))
+def erratum(key: str, *, check: str, where=None, statement=None, correction=None, section=None) -> None:
+    """Record a slip or gap in a paper: the ledger entry ``[erratum.KEY]`` gives ``where`` it is,
+    the paper's ``statement``, the ``correction`` and the ``section`` that shows it (a chapter
+    passes one of them instead only where it formats a number it holds); ``check`` is what the
+    chapter computed that shows the slip."""
+    _glue(erratum_record(key, check=check, where=where, statement=statement, correction=correction,
+                         section=section))
+
+
+def erratum_record(key: str, *, check: str, where=None, statement=None, correction=None, section=None,
+                   ledger_folder=None) -> dict:
+    """The validated record that :func:`erratum` glues."""
+    paper, words = _words("erratum", key, dict(where=where, statement=statement, correction=correction,
+                                               section=section), ledger_folder)
+    _common(paper, key, words["section"])
+    return dict(kind="erratum", paper=paper, key=key, where=_text("where", words["where"]),
+                statement=_text("statement", words["statement"]),
+                correction=_text("correction", words["correction"]), check=_text("check", check),
+                section=words["section"])
+
+
+def unrecorded(records: list[dict], folder=None) -> list[str]:
+    """The ledger entries (``folder``, default :data:`LEDGER`) that no record of ``records``
+    (:func:`collect`) gives, as "kind paper:key": a claim whose words stand in a ledger but that
+    no chapter checks. The fidelity appendix (Appendix "app-fidelity") requires none."""
+    done = {(r["kind"], r["key"]) for r in records}
+    return [f"{kind} {paper}:{key}" for (kind, key), (paper, _) in ledger(folder).items() if (kind, key) not in done]
 
 
 def collect(notebooks) -> list[dict]:

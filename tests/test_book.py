@@ -59,6 +59,7 @@ def test_fidelity_appendix_agrees_with_the_chapters(executed):
     chapters = [s.with_suffix(".ipynb") for s in executed if s.stem not in readers]
     records = fidelity.collect(chapters)
     assert {r["paper"] for r in records} == set(fidelity.PAPERS)
+    assert fidelity.unrecorded(records) == []          # every claim of the ledgers is checked by a chapter
     (appendix,) = [s.with_suffix(".ipynb") for s in executed if s.stem in book.RECORD_READERS]
     assert fidelity.appendix_disagreements(appendix, records) == []
 

@@ -97,7 +97,8 @@ DIGEST_PACKAGES = ("torch", "numpy", "scipy", "sympy", "matplotlib")
 
 
 def lib_digest() -> str:
-    """SHA-256 of every file of lib/ and of the Python and key package versions."""
+    """SHA-256 of every file of lib/, of the claims ledgers (book/claims/*.toml, whose words the
+    chapters' records carry) and of the Python and key package versions."""
     from importlib.metadata import PackageNotFoundError, version
 
     h = hashlib.sha256(platform.python_version().encode())
@@ -106,7 +107,8 @@ def lib_digest() -> str:
             h.update(f"{pkg}=={version(pkg)}".encode())
         except PackageNotFoundError:
             h.update(f"{pkg} missing".encode())
-    for f in sorted(p for p in (ROOT / "lib").rglob("*") if p.suffix in (".py", ".c")):
+    for f in sorted([p for p in (ROOT / "lib").rglob("*") if p.suffix in (".py", ".c")]
+                    + list((BOOK / "claims").glob("*.toml"))):
         h.update(str(f.relative_to(ROOT)).encode())
         h.update(f.read_bytes())
     return h.hexdigest()
