@@ -36,7 +36,6 @@ default and validates its arguments before doing any work.
 """
 from .linear_rnn import (
     LinearRNN,
-    TapsRNN,
     causal_conv,
     chebyshev_nodes,
     equispaced_nodes,
@@ -128,7 +127,6 @@ __all__ = [
     "shift_register_realization",
     "rotation_realization",
     "memory_realization",
-    "TapsRNN",
     "add_output_noise",
     "conv_features",
     "delay_taps",

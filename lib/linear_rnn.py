@@ -44,7 +44,6 @@ ENGINES = ("markov", "recurrence")
 
 __all__ = [
     "LinearRNN",
-    "TapsRNN",
     "ENGINES",
     "impulse_response",
     "markov_parameters",
@@ -357,8 +356,8 @@ class LinearRNN(nn.Module):
         """This RNN evaluated by ``engine``: ``self`` when that is already its engine, otherwise a
         LinearRNN that shares this one's parameters (the same tensors, not copies, so training
         one trains the other) and has that engine.  ``with_engine("markov")`` is the RNN as the
-        causal convolution with its own Markov parameters (Prop. 2.1a), the fast forward that
-        Chapters 4-6 train through (``TapsRNN``).
+        causal convolution with its own Markov parameters (Prop. 2.1a), the default engine and the
+        fast forward through which Chapters 4-6 train the RNN.
         """
         if engine not in ENGINES:
             raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
@@ -412,23 +411,6 @@ class LinearRNN(nn.Module):
             return self.forward_recurrence(x)
         x = self._check_input(x)
         return _conv_fast(_markov(self.W, self.F, self.C, x.shape[1]), x)
-
-
-def TapsRNN(rnn: LinearRNN) -> LinearRNN:
-    """``rnn`` evaluated as the causal convolution with its own Markov parameters (Prop. 2.1a).
-
-    It is ``rnn.with_engine("markov")`` -- ``rnn`` itself when its engine is the default
-    ``"markov"``, else a LinearRNN sharing its parameters.  Same parameters, same map, computed
-    in O(T n^2 min(n_x, n_y)) instead of O(N T n^2) per forward pass; ``forward_recurrence``
-    keeps the plain step-by-step reference.  The RNN is trained through it in Chapter 4
-    (sections "The task and the two students", where it is checked against the recurrence, and
-    "Figure 4: how wide must the RNN be?"), Chapter 5 (sections "The task, and what 'delay added
-    to a true system' means" and "Memory is set by nu_W") and Chapter 6 (sections "The data"
-    and "The RNN's memory on S1 is set by nu_W").
-    """
-    if not isinstance(rnn, LinearRNN):
-        raise TypeError(f"rnn must be a lib.LinearRNN, got {type(rnn).__name__}")
-    return rnn.with_engine("markov")
 
 
 # --------------------------------------------------------------------------------------

@@ -188,14 +188,13 @@ def test_node_constructors_reject_T_below_one():
             f(0)
 
 
-def test_taps_rnn_is_the_rnn_through_its_markov_parameters():
+def test_the_default_engine_is_the_rnn_through_its_markov_parameters():
     rnn = lib.LinearRNN(60, 3, 2, 0.4, 1.0, 1.0, seed=2)
     x = torch.randn(5, 9, 3, generator=torch.Generator().manual_seed(0), dtype=DT)
-    assert lib.TapsRNN(rnn) is rnn                      # the default engine already is that map
+    assert rnn.engine == "markov" and rnn.with_engine("markov") is rnn
     with torch.no_grad():
-        assert rel(lib.TapsRNN(rnn)(x), rnn.forward_recurrence(x)) < 1e-10
-    with pytest.raises(TypeError, match="LinearRNN"):
-        lib.TapsRNN(torch.nn.Linear(2, 2))
+        assert rel(rnn(x), rnn.forward_recurrence(x)) < 1e-10
+        assert rel(rnn(x), lib.causal_conv(rnn.markov_parameters(9), x)) < 1e-10
     with pytest.raises(ValueError, match="square"):
         lib.markov_parameters(torch.randn(3, 4), torch.randn(3, 1), torch.randn(1, 3), 4)
 
@@ -205,7 +204,7 @@ def test_with_engine_shares_the_parameters():
     fast = ref.with_engine("markov")
     assert fast is not ref and fast.engine == "markov" and ref.engine == "recurrence"
     assert [id(p) for p in fast.parameters()] == [id(p) for p in ref.parameters()]
-    assert lib.TapsRNN(ref).engine == "markov" and ref.with_engine("recurrence") is ref
+    assert ref.with_engine("recurrence") is ref
     x = torch.randn(4, 7, 2, generator=torch.Generator().manual_seed(1), dtype=DT)
     with torch.no_grad():
         assert rel(fast(x), ref(x)) < 1e-10

@@ -67,6 +67,7 @@ def test_stacked_training_equals_separate_runs_and_padding_stays_zero():
         one, task_k = _teacher_setup([widths[k]], [seeds[k]], [teachers[k]])
         hk = lib.train_online(one, task_k, steps=40, data_seeds=[data[k]], lr=1e-2, log_every=10)
         for p, q in zip(stack.member(k).parameters(), one.member(0).parameters()):
+            p, q = p.detach(), q.detach()
             assert float((p - q).abs().max()) <= 1e-12 * max(1.0, float(q.abs().max()))
         assert float((h["loss"][:, k] - hk["loss"][:, 0]).abs().max()) <= 1e-12
     w = widths[0]
