@@ -29,7 +29,7 @@ Modules, by subject:
     recurrent_cells  LRU / LSTM / GRU networks and the LSTM construction of App. A
     claims       a chapter's claims: asserted at the settings they were argued for, else reported
     fidelity     the papers' claims and slips as the chapters record them, for the fidelity appendix
-    notebook     what every chapter does the same way: the scale rule, rel_err, stored runs
+    notebook     what every chapter does the same way: the scale rule, rel_err, stored runs, tables
 
 Every function takes tensors and plain numbers, returns tensors, works in float64 by
 default and validates its arguments before doing any work.

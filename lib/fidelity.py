@@ -72,11 +72,7 @@ def _text(name: str, value, *, allow_none: bool = False) -> str | None:
                     f"got {type(value).__name__}")
 
 
-def _common(paper: str, key: str, section: str) -> None:
-    if paper not in PAPERS:
-        raise ValueError(f"paper must be one of {', '.join(PAPERS)}, got {paper!r}")
-    if not isinstance(key, str) or not _KEY.match(key):
-        raise ValueError(f"key must be a lower-case slug (letters, digits, '_', '.', '-'), got {key!r}")
+def _check_section(section) -> None:
     if not isinstance(section, str) or not _LABEL.match(section):
         raise ValueError(f"section must be the label of a section of the book, e.g. 'sec-width', got {section!r}")
 
@@ -195,7 +191,7 @@ def claim_record(key: str, *, book, verdict: str, scale: str = "book", paper_sca
         raise ValueError(f"verdict must be one of {', '.join(repr(v) for v in VERDICTS)}, got {verdict!r}")
     check_scale(scale)
     paper, words = _words("claim", key, dict(what=what, published=published, section=section), ledger_folder)
-    _common(paper, key, words["section"])
+    _check_section(words["section"])
     data = dict(kind="claim", paper=paper, key=key, what=_text("what", words["what"]),
                 published=_text("published", words["published"]), book=_text("book", book),
                 paper_scale=_text("paper_scale", paper_scale, allow_none=True),
@@ -220,7 +216,7 @@ def erratum_record(key: str, *, check: str, where=None, statement=None, correcti
     """The validated record that :func:`erratum` glues."""
     paper, words = _words("erratum", key, dict(where=where, statement=statement, correction=correction,
                                                section=section), ledger_folder)
-    _common(paper, key, words["section"])
+    _check_section(words["section"])
     return dict(kind="erratum", paper=paper, key=key, where=_text("where", words["where"]),
                 statement=_text("statement", words["statement"]),
                 correction=_text("correction", words["correction"]), check=_text("check", check),

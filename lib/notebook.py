@@ -1,4 +1,5 @@
-"""What every chapter does the same way: the scale rule, the agreement measure, the stored runs.
+"""What every chapter does the same way: the scale rule, the agreement measure, the stored runs,
+the results tables.
 
     by_scale   the scale rule: a parameter left at ``None`` takes the value of its ``scale`` column
     check_scale  the one check of the ``scale`` switch ("book" or "paper")
