@@ -57,8 +57,9 @@ from .ntk import (
 )
 from .scaled_conv import (ScaledConv, conv_features, fit_memory_nu_W, gd_path, learned_fraction, rho, rho_max,
                           rho_ridge, white_input_memory)
-from .training import (ModuleStack, cosine_lr, loss_fn, r2_score, select_by_validation, train_adamw, train_feedforward,
-                       train_gd, train_minibatch, train_online)
+from .training import (loss_fn, r2_score, select_by_validation, train_adamw, train_feedforward, train_gd,
+                       train_minibatch)
+from .online import FlatAdamW, cosine_lr, train_online
 from .tasks import ICLTask, TeacherTask, lsa_teachers
 from .artefacts import load_run
 from .data import s1_sequences
@@ -82,7 +83,7 @@ from .gated import (
     polynomial_coefficients,
 )
 from .icl import eta_star, gd_loss, gd_predict, icl_batch, optimal_gd_loss
-from .recurrent_cells import (RECURRENT_KINDS, LRULayer, RecurrentNet, glu_gating, lru_from_gated,
+from .recurrent_cells import (RECURRENT_KINDS, LRULayer, ModuleStack, RecurrentNet, glu_gating, lru_from_gated,
                               lru_in_from_attention, lstm_from_attention)
 from .claims import Claims
 from . import fidelity
@@ -109,6 +110,7 @@ __all__ = [
     "train_feedforward",
     "train_adamw",
     "train_online",
+    "FlatAdamW",
     "cosine_lr",
     "ModuleStack",
     "ICLTask",

@@ -130,8 +130,7 @@ def load_run(name: str, root: str | Path | None = None) -> dict:
     is missing and ``ValueError`` if a checksum does not match.
     """
     from .gated import StackedGatedRNN
-    from .recurrent_cells import RecurrentNet
-    from .training import ModuleStack
+    from .recurrent_cells import ModuleStack, RecurrentNet
 
     root = Path(root) if root is not None else RESULTS
     folder = root / name
@@ -150,5 +149,6 @@ def load_run(name: str, root: str | Path | None = None) -> dict:
         model.load_state_dict({k: v.double() for k, v in g["state"].items()})
         groups.append({"kind": kind, "layers": layers, "widths": g["widths"], "seeds": g["seeds"],
                        "history": g["history"], "seconds": g["seconds"], "model": model,
+                       "snapshots": g.get("snapshots", {}), "segments": g.get("segments", []),
                        "members": [model.member(k) for k in range(model.K)]})
     return {"meta": meta, "task": data["task"], "groups": groups}

@@ -23,6 +23,7 @@ import torch
 from torch import nn
 
 from ._checks import as_tensor, positive_int, seed_int
+from . import gated_step
 from .diagonal import DiagonalRecurrence, recur_, scan_time_major
 
 __all__ = [
@@ -484,6 +485,13 @@ class StackedGatedRNN(nn.Module):
         o = torch.bmm(h, self.W_out_m.transpose(1, 2)) * torch.bmm(h, self.W_out_x.transpose(1, 2))
         y = torch.bmm(o, self.D.transpose(1, 2))
         return y.view(K, T, B, self.d_out).transpose(1, 2)
+
+    def member_losses(self, x: torch.Tensor, y: torch.Tensor, last_only: bool = False) -> torch.Tensor:
+        """(K,) training losses, 1/2 mean squared error of every member against y (K, B, T, d_out)
+        (or (K, B, d_out) with ``last_only``): the hand-written step of :mod:`lib.gated_step` (a C
+        kernel for everything but the output-gate products) where it applies, else this model's
+        autograd forward.  What :func:`lib.online.train_online` minimises (Chapters 11-13)."""
+        return gated_step.member_losses(self, x, y, last_only)
 
     def _last_step(self, x: torch.Tensor) -> torch.Tensor:
         """y at the last step only, feature-major (neurons x rows), (K, B, T, d) -> (K, B, d_out).

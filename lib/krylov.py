@@ -21,10 +21,10 @@ Without a C compiler (or with ``RNNBOOK_KERNEL=0``/``false``/``no``/``off``, any
 sequences are computed with torch products, one per sequence and step; both paths give the
 same numbers up to the order of summation (tests/test_krylov.py).  The kernel is used only for
 float64, contiguous CPU tensors outside torch.func transforms; everything else takes the torch
-path.  A compiled kernel is loaded only from a file whose SHA-256 matches the one recorded when
-it was built (a truncated or replaced file is rebuilt, never loaded), and is used only after it
-reproduces the torch path on a small case; a cache folder that cannot be written is replaced by
-a private temporary one.  Any failure falls back to the torch path with one warning.
+path.  The kernel is compiled, checked and loaded by :class:`lib.kernels.CompiledKernel` (a build
+whose checksum does not match, or that kills a child process loading it, is rebuilt; one that
+does not reproduce the torch path at n = 9 and at n = 256 with the threads it will use is
+removed).  Any failure falls back to the torch path with one warning.
 
     krylov_rows(W, Q0, T, s, P0=None, add_Q=None, add_P=None) -> (Q, P)
                                  Q: (T, k_q, n), P: (T, k_p, n); either may be None
@@ -34,196 +34,60 @@ a private temporary one.  Any failure falls back to the torch path with one warn
 from __future__ import annotations
 
 import ctypes
-import hashlib
-import os
-import platform
-import shutil
-import subprocess
-import tempfile
-import threading
-import warnings
-from pathlib import Path
 
 import torch
 
+from .kernels import CompiledKernel, kernel_enabled
+
 __all__ = ["krylov_rows", "adjoint_rows", "kernel_available", "kernel_enabled", "kernel_path", "rows_times"]
 
-_SOURCE = Path(__file__).with_name("krylov.c")
-_FLAG_SETS = (["-O3", "-march=native", "-fopenmp"], ["-O3", "-fopenmp"])
-_lock = threading.Lock()
-_state: dict = {}
 
-
-# --------------------------------------------------------------------------------------
-# the compiled kernel
-# --------------------------------------------------------------------------------------
-def _cache_root() -> Path:
-    env = os.environ.get("RNNBOOK_CACHE")
-    if env:
-        return Path(env) / "kernels"
-    base = os.environ.get("XDG_CACHE_HOME") or (Path.home() / ".cache")
-    return Path(base) / "rnnbook" / "kernels"
-
-
-def _cpu_tag() -> str:
-    """What the -march=native build depends on: the CPU model and its feature flags."""
-    text = ""
-    try:
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.startswith(("model name", "flags", "Features", "CPU part")):
-                    text += line
-                if line.strip() == "" and text:
-                    break
-    except OSError:
-        pass
-    return text or platform.processor() or platform.machine()
-
-
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-def _sidecar(target: Path) -> Path:
-    return target.with_name(target.name + ".sha256")
-
-
-def _valid_build(target: Path) -> bool:
-    """The file exists and its SHA-256 is the one recorded when it was compiled."""
-    try:
-        return target.is_file() and _sidecar(target).read_text().strip() == _sha256(target)
-    except OSError:
-        return False
-
-
-def _compile(cc: str, flags: list[str], target: Path) -> str | None:
-    """Compile krylov.c into ``target`` (and record its SHA-256 beside it); None on success,
-    else the compiler's message.  OSError when the folder cannot be created or written."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
-        out = Path(tmp) / target.name
-        cmd = [cc, *flags, "-fPIC", "-shared", str(_SOURCE), "-o", str(out)]
-        try:
-            res = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            return f"{' '.join(cmd)}: {exc}"
-        if res.returncode != 0:
-            return f"{' '.join(cmd)}:\n{res.stderr.strip()}"
-        digest = Path(tmp) / "digest"
-        digest.write_text(_sha256(out) + "\n")
-        os.replace(out, target)          # atomic: concurrent builders never see half a file
-        os.replace(digest, _sidecar(target))
-    return None
-
-
-def _agrees_with_torch(fn) -> bool:
-    """Run the loaded kernel on a small affine case and compare with the torch path."""
+def _agrees_with_torch(fns) -> bool:
+    """The loaded kernel on two affine cases against the torch path: n = 9 on one thread, and
+    n = 256 with the threads it will use there (``krylov_rows`` splits rows from n = 256)."""
     g = torch.Generator().manual_seed(1)
-    n, T, kq, kp, s = 9, 5, 2, 3, 0.7
-    W = torch.randn(n, n, generator=g, dtype=torch.float64)
-    Q0 = torch.randn(kq, n, generator=g, dtype=torch.float64)
-    P0 = torch.randn(kp, n, generator=g, dtype=torch.float64)
-    aQ = torch.randn(T, kq, n, generator=g, dtype=torch.float64)
-    aP = torch.randn(T, kp, n, generator=g, dtype=torch.float64)
-    Q = torch.empty(T, kq, n, dtype=torch.float64)
-    P = torch.empty(T, kp, n, dtype=torch.float64)
-    Q[0], P[0] = Q0, P0
-    if fn(W.data_ptr(), n, s, T, Q.data_ptr(), kq, P.data_ptr(), kp, aQ.data_ptr(), aP.data_ptr(), 1) != 0:
-        return False
-    Q_ref, P_ref = _torch_rows(W, Q0, T, s, True, aQ), _torch_rows(W, P0, T, s, False, aP)
-    return bool(torch.allclose(Q, Q_ref, rtol=1e-12, atol=1e-12) and torch.allclose(P, P_ref, rtol=1e-12, atol=1e-12))
+    for n, threads in ((9, 1), (256, max(1, torch.get_num_threads()))):
+        T, kq, kp, s = 5, 2, 3, 0.7
+        W = torch.randn(n, n, generator=g, dtype=torch.float64) / n ** 0.5
+        Q0 = torch.randn(kq, n, generator=g, dtype=torch.float64)
+        P0 = torch.randn(kp, n, generator=g, dtype=torch.float64)
+        aQ = torch.randn(T, kq, n, generator=g, dtype=torch.float64)
+        aP = torch.randn(T, kp, n, generator=g, dtype=torch.float64)
+        Q = torch.empty(T, kq, n, dtype=torch.float64)
+        P = torch.empty(T, kp, n, dtype=torch.float64)
+        Q[0], P[0] = Q0, P0
+        if fns.krylov_pair(W.data_ptr(), n, s, T, Q.data_ptr(), kq, P.data_ptr(), kp, aQ.data_ptr(),
+                           aP.data_ptr(), threads) != 0:
+            return False
+        Q_ref, P_ref = _torch_rows(W, Q0, T, s, True, aQ), _torch_rows(W, P0, T, s, False, aP)
+        if not (torch.allclose(Q, Q_ref, rtol=1e-12, atol=1e-12) and torch.allclose(P, P_ref, rtol=1e-12, atol=1e-12)):
+            return False
+    return True
+
+
+KERNEL = CompiledKernel(
+    "krylov",
+    {"krylov_pair": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_long, ctypes.c_double, ctypes.c_long,
+                                    ctypes.c_void_p, ctypes.c_long, ctypes.c_void_p, ctypes.c_long,
+                                    ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int])},
+    _agrees_with_torch,
+    "the Markov engine uses torch products instead (same results, about 2x slower at n = 1000)")
 
 
 def _load():
-    """The ctypes function, compiling it if needed; None when no kernel can be had."""
-    if "fn" in _state:
-        return _state["fn"]
-    with _lock:
-        if "fn" in _state:
-            return _state["fn"]
-        fn = None
-        if kernel_enabled():
-            try:
-                fn = _build_and_load()
-            except Exception as exc:  # noqa: BLE001 - any failure: the torch path, with a warning
-                _warn(f"the kernel could not be built or loaded ({type(exc).__name__}: {exc})")
-                fn = None
-        _state["fn"] = fn
-        return fn
-
-
-_OFF = ("0", "false", "no", "off")
-
-
-def kernel_enabled() -> bool:
-    """False when RNNBOOK_KERNEL is 0 / false / no / off (any case)."""
-    return os.environ.get("RNNBOOK_KERNEL", "1").strip().lower() not in _OFF
-
-
-def _build_and_load():
-    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
-    if cc is None:
-        _warn("no C compiler (cc/gcc) on PATH")
-        return None
-    source = _SOURCE.read_bytes()
-    errors = []
-    for flags in _FLAG_SETS:
-        key = hashlib.sha256(source + " ".join([cc, *flags]).encode() + _cpu_tag().encode()
-                             + platform.machine().encode()).hexdigest()[:16]
-        name = f"krylov-{key}.so"
-        target = _cache_root() / name
-        if not _valid_build(target):       # missing, truncated or replaced: build it afresh
-            try:
-                err = _compile(cc, flags, target)
-            except OSError as exc:         # the cache folder cannot be created or written
-                if "private" not in _state:
-                    _state["private"] = Path(tempfile.mkdtemp(prefix="rnnbook-kernel-"))
-                errors.append(f"cache folder {target.parent}: {exc}; built in {_state['private']}")
-                target = _state["private"] / name
-                err = None if _valid_build(target) else _compile(cc, flags, target)
-            if err is not None:
-                errors.append(err)
-                continue
-        try:
-            lib = ctypes.CDLL(str(target))
-        except OSError as exc:
-            errors.append(f"loading {target}: {exc}")
-            continue
-        fn = lib.krylov_pair
-        fn.restype = ctypes.c_int
-        fn.argtypes = [ctypes.c_void_p, ctypes.c_long, ctypes.c_double, ctypes.c_long,
-                       ctypes.c_void_p, ctypes.c_long, ctypes.c_void_p, ctypes.c_long,
-                       ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int]
-        if not _agrees_with_torch(fn):
-            errors.append(f"{target} does not reproduce the torch path on the check case; removed "
-                          "(the next process rebuilds it)")
-            for f in (target, _sidecar(target)):
-                try:
-                    f.unlink()
-                except OSError:
-                    pass
-            continue
-        _state["path"] = target
-        if any("does not reproduce" in e for e in errors):
-            warnings.warn("lib.krylov: " + "\n".join(errors) + f"\nusing {target}", RuntimeWarning, stacklevel=3)
-        return fn
-    _warn("no usable kernel:\n" + "\n".join(errors))
-    return None
-
-
-def _warn(why: str) -> None:
-    warnings.warn(f"lib.krylov: {why}; the Markov engine uses torch products instead "
-                  "(same results, about 2x slower at n = 1000)", RuntimeWarning, stacklevel=3)
+    """The kernel's ctypes function, or None (no kernel)."""
+    fns = KERNEL.load()
+    return None if fns is None else fns.krylov_pair
 
 
 def kernel_available() -> bool:
     """True when the compiled fused kernel is used (compiles it on the first call)."""
-    return _load() is not None
+    return KERNEL.available()
 
 
-def kernel_path() -> Path | None:
+def kernel_path():
     """Where the compiled kernel lives (None when it is not in use)."""
-    return _state.get("path") if kernel_available() else None
+    return KERNEL.path()
 
 
 def _plain(t: torch.Tensor, grad_mode: bool) -> bool:

@@ -29,7 +29,7 @@ from ._checks import as_tensor, positive_int, positive_real, seed_int
 from .diagonal import diagonal_recurrence
 from .gated import GatedLinearRNN
 
-__all__ = ["LRULayer", "RecurrentNet", "lstm_from_attention", "glu_gating", "lru_from_gated",
+__all__ = ["LRULayer", "RecurrentNet", "ModuleStack", "lstm_from_attention", "glu_gating", "lru_from_gated",
            "lru_in_from_attention", "RECURRENT_KINDS"]
 
 RECURRENT_KINDS = ("lstm", "gru", "lru", "lru_in_out", "lru_in_skip")
@@ -327,3 +327,35 @@ def lru_in_from_attention(W_V, W_K, W_Q, eps: float, skip: bool = False):
                 R[i, A + p] = 4.0 / eps
                 R[i, Bk + p] = -4.0 / eps
     return layer, R
+
+
+class ModuleStack(nn.Module):
+    """K independent modules trained together by :func:`lib.online.train_online` (one step, K data streams).
+
+    Used in Chapter 13, section "sec-fig4", to train the LRU, LSTM and GRU networks with
+    :func:`lib.online.train_online`; :func:`lib.artefacts.load_run` returns the stored ones of section
+    "sec-fig4-stored" in it.
+
+    ``forward(x)`` with x (K, B, T, d) runs member k on x[k] (its ``forward_unchecked`` where it
+    has one: the trainer has checked the shapes once); ``last_only`` keeps the last step.
+    The general (unbatched) counterpart of :class:`lib.gated.StackedGatedRNN`, for any
+    (B, T, d) -> (B, T, d_out) network such as :class:`RecurrentNet`.
+    """
+
+    def __init__(self, members):
+        super().__init__()
+        members = list(members)
+        if not members or not all(isinstance(m, nn.Module) for m in members):
+            raise TypeError("members must be a non-empty list of torch.nn.Module")
+        self.members = nn.ModuleList(members)
+
+    @property
+    def K(self) -> int:
+        return len(self.members)
+
+    def member(self, k: int) -> nn.Module:
+        return self.members[k]
+
+    def forward(self, x: torch.Tensor, last_only: bool = False) -> torch.Tensor:
+        outs = [getattr(m, "forward_unchecked", m)(x[k]) for k, m in enumerate(self.members)]
+        return torch.stack([o[:, -1] for o in outs] if last_only else outs)

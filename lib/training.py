@@ -9,13 +9,10 @@ torch optimisers:
     ``train_feedforward`` full-batch Adam (or SGD with momentum) on the protein network of
                           Sperduti (2015, §4), through the sparse prefix matrix.
     ``train_adamw``       the online training of Zucchet et al. (2023), App. B.1 (AdamW, cosine
-                          schedule, a fresh batch every step) for one model: the plain reference of
-    ``train_online``      the same for K models at once (a :class:`lib.gated.StackedGatedRNN` or a
-                          :class:`ModuleStack`), each with its own data stream, on any device,
-                          resumable from checkpoints; on CUDA the whole step is captured in a
-                          CUDA graph.
+                          schedule, a fresh batch every step) for one model, with torch's AdamW
+                          and scheduler: the plain reference of :func:`lib.online.train_online`.
 Losses and scores:
-    ``loss_fn``, ``cosine_lr`` (the schedule of App. B.1), ``r2_score`` and
+    ``loss_fn``, ``r2_score`` and
     ``select_by_validation`` (early stopping on a validation block).
 
 One loop shape: every loop validates its arguments before any work with the same checks
@@ -23,7 +20,7 @@ One loop shape: every loop validates its arguments before any work with the same
 here), collects the trainable parameters the same way, and takes a step in one of two ways --
 a written-out GD update (``_gd_step``) or a torch optimizer step (``_optimizer_step``).  The
 histories differ where the chapters read them differently (per-step losses, per-epoch
-evaluations, block means); ``train_adamw`` and ``train_online`` share theirs.
+evaluations, block means); ``train_adamw`` and ``lib.online.train_online`` share theirs.
 
 Loss normalisation: ``"half_sum"`` is (1/2) sum over all samples, times and outputs of the
 squared error -- the form in which Theorem 4.1's learning-rate condition eta < B_1 is stated
@@ -32,10 +29,6 @@ squared error -- the form in which Theorem 4.1's learning-rate condition eta < B
 from __future__ import annotations
 
 import math
-import os
-import time
-import warnings
-from pathlib import Path
 from typing import Callable
 
 import numpy as np
@@ -43,10 +36,11 @@ import torch
 from torch import nn
 
 from ._checks import DTYPE, as_tensor, positive_int, positive_real, seed_int, sequence_pair
+from .online import _is_log_step, check_adamw
 from .protein import prefix_forward
 
-__all__ = ["loss_fn", "train_gd", "train_minibatch", "train_feedforward", "train_adamw", "train_online",
-           "cosine_lr", "ModuleStack", "r2_score", "select_by_validation"]
+__all__ = ["loss_fn", "train_gd", "train_minibatch", "train_feedforward", "train_adamw", "r2_score",
+           "select_by_validation"]
 
 LOSS_KINDS = ("half_sum", "mean")
 
@@ -88,19 +82,6 @@ def _optimizer_step(opt: torch.optim.Optimizer, objective: torch.Tensor, set_to_
     opt.step()
 
 
-def _check_adamw(lr, lr_min, weight_decay, no_decay) -> tuple[float, float, float, tuple[str, ...]]:
-    """The settings of App. B.1's AdamW: 0 < lr_min <= lr, weight_decay in [0, 1), and the
-    parameter-name endings that get no weight decay (a string or a sequence of strings)."""
-    lr = positive_real("lr", lr)
-    lr_min = positive_real("lr_min", lr_min)
-    if lr_min > lr:
-        raise ValueError(f"lr_min must be <= lr, got lr_min={lr_min}, lr={lr}")
-    if not isinstance(weight_decay, (int, float)) or not 0 <= weight_decay < 1 or weight_decay != weight_decay:
-        raise ValueError(f"weight_decay must be a real number in [0, 1), got {weight_decay!r}")
-    no_decay = (no_decay,) if isinstance(no_decay, str) else tuple(no_decay)
-    return lr, lr_min, weight_decay, no_decay
-
-
 def _adamw(model: nn.Module, lr, weight_decay, no_decay: tuple[str, ...], **options) -> torch.optim.AdamW:
     """AdamW with two parameter groups: weight decay for every trainable parameter except those
     whose name ends with an entry of ``no_decay`` (the recurrent lam), which get none."""
@@ -110,11 +91,6 @@ def _adamw(model: nn.Module, lr, weight_decay, no_decay: tuple[str, ...], **opti
             (plain if name.endswith(no_decay) else decay).append(p)
     return torch.optim.AdamW([{"params": decay, "weight_decay": weight_decay},
                               {"params": plain, "weight_decay": 0.0}], lr=lr, **options)
-
-
-def _is_log_step(step: int, log_every: int, steps: int) -> bool:
-    """Whether a block mean of the loss is recorded after update ``step`` (1-based)."""
-    return step % log_every == 0 or step == steps
 
 
 # ----------------------------------------------------------------------------- gradient descent
@@ -262,80 +238,6 @@ def train_feedforward(model: nn.Module, E: torch.Tensor, code: torch.Tensor, d: 
 
 # ----------------------------------------------------------------------------- online AdamW
 
-def cosine_lr(step: int, steps: int, lr: float, lr_min: float) -> float:
-    """Learning rate of update ``step`` (1-based) of ``steps``: cosine from lr to lr_min (App. B.1).
-
-    Used in Chapter 11, section "sec-teacher-fig2-paper", to compute exactly how far decoupled
-    weight decay shrinks a weight over the schedule.
-
-    Update 1 uses ``lr``; the rate after the last update would be ``lr_min``
-    (torch's ``CosineAnnealingLR`` with ``T_max = steps``, in closed form).
-    """
-    if not (isinstance(step, int) and isinstance(steps, int) and 1 <= step <= steps):
-        raise ValueError(f"step must be an integer in 1..steps = {steps!r}, got {step!r}")
-    return lr_min + 0.5 * (lr - lr_min) * (1.0 + math.cos(math.pi * (step - 1) / steps))
-
-
-class ModuleStack(nn.Module):
-    """K independent modules trained together by :func:`train_online` (one step, K data streams).
-
-    Used in Chapter 13, section "sec-fig4", to train the LRU, LSTM and GRU networks with
-    :func:`train_online`; :func:`lib.artefacts.load_run` returns the stored ones of section
-    "sec-fig4-stored" in it.
-
-    ``forward(x)`` with x (K, B, T, d) runs member k on x[k] (its ``forward_unchecked`` where it
-    has one: the trainer has checked the shapes once); ``last_only`` keeps the last step.
-    The general (unbatched) counterpart of :class:`lib.gated.StackedGatedRNN`, for any
-    (B, T, d) -> (B, T, d_out) network such as :class:`lib.recurrent_cells.RecurrentNet`.
-    """
-
-    def __init__(self, members):
-        super().__init__()
-        members = list(members)
-        if not members or not all(isinstance(m, nn.Module) for m in members):
-            raise TypeError("members must be a non-empty list of torch.nn.Module")
-        self.members = nn.ModuleList(members)
-
-    @property
-    def K(self) -> int:
-        return len(self.members)
-
-    def member(self, k: int) -> nn.Module:
-        return self.members[k]
-
-    def forward(self, x: torch.Tensor, last_only: bool = False) -> torch.Tensor:
-        outs = [getattr(m, "forward_unchecked", m)(x[k]) for k, m in enumerate(self.members)]
-        return torch.stack([o[:, -1] for o in outs] if last_only else outs)
-
-
-def _keep_freed_memory() -> None:
-    """Ask glibc's malloc to keep freed blocks instead of unmapping them (CPU training).
-
-    The step's intermediates are ~1 MB each; glibc serves such blocks with fresh mmap'ed pages
-    and returns them on free, so every step faults in its memory anew (~800 page faults per
-    teacher-student step at the paper's sizes, a quarter of its time).  Raising the mmap and
-    trim thresholds keeps the pages; a no-op where glibc is not the allocator.
-    """
-    try:
-        import ctypes
-        libc = ctypes.CDLL("libc.so.6")
-        libc.mallopt(-3, 256 << 20)        # M_MMAP_THRESHOLD
-        libc.mallopt(-1, 1 << 30)          # M_TRIM_THRESHOLD
-    except (OSError, AttributeError):
-        pass
-
-
-def _member_losses(yhat: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """1/2 mean squared error of every member: (K, ...) -> (K,)."""
-    return 0.5 * (yhat - y).square().flatten(1).mean(dim=1)
-
-
-def _save_atomic(obj, path: Path) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    torch.save(obj, tmp)
-    os.replace(tmp, path)
-
-
 def train_adamw(model: nn.Module, batch: Callable[[torch.Generator], tuple[torch.Tensor, torch.Tensor]],
                 *, steps: int, lr: float = 1e-3, lr_min: float = 1e-6, weight_decay: float = 1e-4,
                 no_decay: tuple[str, ...] = ("nu_log",), seed: int = 0,
@@ -359,7 +261,7 @@ def train_adamw(model: nn.Module, batch: Callable[[torch.Generator], tuple[torch
     over each block of ``log_every`` steps (the history of ``train_online`` for one model).
     """
     steps = positive_int("steps", steps)
-    lr, lr_min, weight_decay, no_decay = _check_adamw(lr, lr_min, weight_decay, no_decay)
+    lr, lr_min, weight_decay, no_decay = check_adamw(lr, lr_min, weight_decay, no_decay)
     seed = seed_int("seed", seed)
     log_every = positive_int("log_every", log_every)
     loss = loss or (lambda yhat, y: 0.5 * ((yhat - y) ** 2).mean())
@@ -381,190 +283,6 @@ def train_adamw(model: nn.Module, batch: Callable[[torch.Generator], tuple[torch
             hist_loss.append(acc / cnt)
             acc, cnt = 0.0, 0
     return {"step": torch.tensor(hist_step, dtype=torch.long), "loss": torch.tensor(hist_loss, dtype=torch.float64)}
-
-
-def train_online(model: nn.Module, task, *, steps: int, data_seeds, lr: float = 1e-3,
-                 lr_min: float = 1e-6, weight_decay: float = 1e-4,
-                 no_decay: tuple[str, ...] = ("nu_log", "theta_log"), log_every: int = 1000,
-                 checkpoint: str | Path | None = None, checkpoint_every: int | None = None,
-                 progress: bool = False, capture: str | bool = "auto",
-                 on_log: Callable[[int, torch.Tensor], None] | None = None) -> dict:
-    """Online AdamW training of App. B.1 for the K members of ``model``, one step for all.
-
-    Used in Chapter 11, section "sec-teacher-setup" (which describes the App. B.1 optimisation),
-    Chapter 12, section "sec-icl-train", and Chapter 13, section "sec-fig4".
-
-    Every step draws one fresh batch per member (``task.sample``; member k from
-    ``torch.Generator`` seeded with ``data_seeds[k]``), computes each member's loss
-    (1/2 mean squared error; ``task.last_only``: the last step alone), back-propagates their
-    sum (the members share no parameter, so each gets its own gradient) and takes an AdamW
-    step with the cosine schedule :func:`cosine_lr`; parameters whose name ends with an entry
-    of ``no_decay`` (the recurrent lam) get no weight decay.  Member k therefore follows
-    exactly the trajectory of a run of member k alone (tested to 1e-12 in float64).
-
-    ``checkpoint``: a file; every ``checkpoint_every`` steps the parameters, optimizer state,
-    data generators, loss history and step are written to it atomically, and a call whose
-    checkpoint exists resumes from it (its settings must match) -- on the CPU the resumed run
-    ends bit-identical to an uninterrupted one.  ``capture``: on CUDA ("auto") the whole step
-    (data draw, forward, backward, AdamW, schedule) is captured once in a CUDA graph and
-    replayed; the data then come from the device's default generator (seeded with
-    ``data_seeds[0]``).  If capture fails the eager step is used, with a warning.
-    ``on_log(step, losses)`` is called at every log point (losses: (K,) block means).
-
-    Returns ``{"step": (n_log,), "loss": (n_log, K) float64 block means of the training loss,
-    "seconds": wall time of this call, "resumed_from": step or 0, "captured": bool}``.
-    """
-    steps = positive_int("steps", steps)
-    lr, lr_min, weight_decay, no_decay = _check_adamw(lr, lr_min, weight_decay, no_decay)
-    log_every = positive_int("log_every", log_every)
-    K = getattr(model, "K", None)
-    if not isinstance(K, int):
-        raise TypeError("model must be a stack of K members (lib.StackedGatedRNN or lib.ModuleStack)")
-    if getattr(task, "K", K) != K:
-        raise ValueError(f"task has {task.K} members (teachers), model has {K}")
-    data_seeds = [seed_int("data_seeds entry", s) for s in data_seeds]
-    if len(data_seeds) != K:
-        raise ValueError(f"data_seeds must have one seed per member ({K}), got {len(data_seeds)}")
-    if checkpoint is not None:
-        checkpoint = Path(checkpoint)
-        checkpoint_every = positive_int("checkpoint_every", checkpoint_every or log_every)
-    if capture not in ("auto", True, False):
-        raise ValueError(f"capture must be 'auto', True or False, got {capture!r}")
-    param = next(model.parameters())
-    device, dtype = param.device, param.dtype
-    if getattr(task, "device", device) != device or getattr(task, "dtype", dtype) != dtype:
-        raise ValueError(f"task ({task.device}, {task.dtype}) and model ({device}, {dtype}) must "
-                         "share device and dtype")
-    use_graph = device.type == "cuda" and capture in ("auto", True)
-    if device.type == "cpu":
-        _keep_freed_memory()
-
-    lr_value = torch.tensor(lr, device=device) if use_graph else lr
-    opt = _adamw(model, lr_value, weight_decay, no_decay, capturable=use_graph, fused=True)
-    if use_graph:
-        torch.cuda.manual_seed(data_seeds[0])
-        gens = [None] * K
-    else:
-        gens = [torch.Generator(device=device).manual_seed(s) for s in data_seeds]
-    config = {"steps": steps, "lr": lr, "lr_min": lr_min, "weight_decay": weight_decay,
-              "data_seeds": data_seeds, "log_every": log_every, "K": K,
-              "shapes": {n: tuple(p.shape) for n, p in model.named_parameters()}}
-    hist_step, hist_loss = [], []
-    acc = torch.zeros(K, dtype=torch.float64, device=device)
-    cnt, start = 0, 0
-    if checkpoint is not None and checkpoint.is_file():
-        state = torch.load(checkpoint, map_location=device, weights_only=False)
-        if state.get("config") != config:
-            raise ValueError(f"checkpoint {checkpoint} was written with other settings "
-                             f"({state.get('config')}); delete it or use the same settings")
-        model.load_state_dict(state["model"])
-        opt.load_state_dict(state["optimizer"])
-        if not use_graph:
-            for g, s in zip(gens, state["generators"]):
-                g.set_state(s)
-        hist_step, hist_loss = state["hist_step"], state["hist_loss"]
-        acc.copy_(state["acc"])
-        cnt, start = state["cnt"], state["step"]
-
-    def one_step():
-        x, y = task.sample(gens)
-        losses = _member_losses(model(x, last_only=task.last_only), y)
-        _optimizer_step(opt, losses.sum(), set_to_none=not use_graph)  # a captured graph needs static gradients
-        return losses.detach()
-
-    graph = None
-    if use_graph and start < steps:
-        graph = _capture_step(one_step, opt, acc, steps, lr, lr_min, start, capture)
-    t0 = time.perf_counter()
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
-        bar = tqdm(total=steps, initial=start, desc=type(task).__name__, unit="step",
-                   mininterval=2.0, smoothing=0.05)
-    for step in range(start + 1, steps + 1):
-        if graph is not None:
-            graph.replay()
-        else:
-            for group in opt.param_groups:
-                group["lr"] = cosine_lr(step, steps, lr, lr_min)
-            acc += one_step()
-        cnt += 1
-        if _is_log_step(step, log_every, steps):
-            block = (acc / cnt).cpu()
-            hist_step.append(step)
-            hist_loss.append(block)
-            acc.zero_()
-            cnt = 0
-            if bar is not None:
-                bar.update(step - bar.n)
-                bar.set_postfix(loss=f"{float(block.mean()):.3e}")
-            if on_log is not None:
-                on_log(step, block)
-        if checkpoint is not None and (step % checkpoint_every == 0 or step == steps):
-            _save_atomic({"config": config, "step": step, "model": model.state_dict(),
-                          "optimizer": opt.state_dict(),
-                          "generators": [g.get_state() for g in gens] if not use_graph else [],
-                          "hist_step": hist_step, "hist_loss": hist_loss, "acc": acc.cpu(),
-                          "cnt": cnt}, checkpoint)
-    if bar is not None:
-        bar.close()
-    return {"step": torch.tensor(hist_step, dtype=torch.long),
-            "loss": torch.stack(hist_loss).double() if hist_loss else torch.zeros(0, K, dtype=torch.float64),
-            "seconds": time.perf_counter() - t0, "resumed_from": start, "captured": graph is not None}
-
-
-def _capture_step(one_step, opt, acc, steps, lr, lr_min, start, capture):
-    """Capture data draw + forward + backward + AdamW + schedule + loss accumulation in one
-    CUDA graph (the PyTorch whole-network capture recipe: warm-up on a side stream, static
-    tensors, ``capturable`` AdamW with a tensor learning rate).  Returns the graph, or None
-    after a warning if capture is impossible; the eager loop then runs."""
-    device = acc.device
-    counter = torch.full((), float(start), device=device)       # updates done so far
-
-    def scheduled_step():
-        rate = lr_min + 0.5 * (lr - lr_min) * (1.0 + torch.cos(math.pi * counter / steps))
-        for group in opt.param_groups:
-            group["lr"].copy_(rate)
-        acc.add_(one_step())
-        counter.add_(1.0)
-
-    try:
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        snapshot = {k: v.clone() for k, v in _params_of(opt).items()}
-        opt_state = {id(p): {k: (v.clone() if torch.is_tensor(v) else v) for k, v in s.items()}
-                     for p, s in opt.state.items()}
-        acc_before = acc.clone()
-        with torch.cuda.stream(side):          # warm-up (builds AdamW state, autograd caches)
-            for _ in range(3):
-                scheduled_step()
-        torch.cuda.current_stream().wait_stream(side)
-        # undo the warm-up: the captured graph replays from the state before it
-        with torch.no_grad():
-            for p, v in zip(_params_of(opt).values(), snapshot.values()):
-                p.copy_(v)
-            for p, s in opt.state.items():
-                before = opt_state.get(id(p))
-                for k, v in s.items():
-                    if torch.is_tensor(v):
-                        v.copy_(before[k] if before is not None else torch.zeros_like(v))
-        acc.copy_(acc_before)
-        counter.fill_(float(start))
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            scheduled_step()
-        return graph
-    except Exception as exc:  # noqa: BLE001 - any capture failure falls back to the eager step
-        if capture is True:
-            raise
-        warnings.warn(f"CUDA graph capture failed ({exc!r}); training with the eager step", stacklevel=3)
-        for group in opt.param_groups:
-            group["lr"] = float(lr)
-        return None
-
-
-def _params_of(opt):
-    return {i: p for i, p in enumerate(p for g in opt.param_groups for p in g["params"])}
 
 
 # ----------------------------------------------------------------------------- scores

@@ -156,7 +156,7 @@ def test_disabled_kernel_gives_the_same_numbers():
 def test_no_compiler_warns_and_falls_back(monkeypatch):
     monkeypatch.setenv("CC", "/nonexistent/cc")
     monkeypatch.setenv("RNNBOOK_CACHE", str(Path(__import__("tempfile").mkdtemp())))
-    monkeypatch.setattr(krylov, "_state", {})
+    krylov.KERNEL.reset()
     with pytest.warns(RuntimeWarning, match="no usable kernel"):
         assert not krylov.kernel_available()
     W = torch.randn(5, 5, dtype=torch.float64)

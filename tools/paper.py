@@ -35,8 +35,10 @@ import argparse
 import datetime as dt
 import hashlib
 import json
+import os
 import platform
 import shlex
+import shutil
 import subprocess
 import sys
 import time
@@ -64,19 +66,22 @@ ARCHS = [dict(kind="gated", layers=1), dict(kind="lru", layers=1), dict(kind="lr
 ARCH_WIDTHS, ARCH_SEEDS = [16, 32, 64, 32], [1, 2, 3, 4]
 ARCH_GROUPS = [dict(**a, widths=ARCH_WIDTHS, seeds=[100 * i + s for s in ARCH_SEEDS], data_seeds=[1000 + s for s in ARCH_SEEDS])
                for i, a in enumerate(ARCHS)]
+# weights kept along the way (log-spaced), for the structure-against-steps figure of Chapter 11
+TEACHER_SNAPSHOTS = (1_000, 2_000, 5_000, 10_000, 20_000, 50_000, 100_000, 200_000, 300_000, 400_000, 500_000,
+                     600_000, 700_000)
 EXPERIMENTS = {
     "teacher": dict(
         what="Table 1, Fig. 2: students of 100 neurons on three d = 4 attention teachers",
         task="teacher", d=4, T=32, batch=64, x_std=0.5, teacher_scale=1.0,
         teacher_seeds=[101, 102, 103], groups=[dict(widths=[100, 100, 100], seeds=[1, 2, 3])],
-        paper_steps=781_250, lr=1e-3, lr_min=1e-6, weight_decay=1e-4),
+        paper_steps=781_250, lr=1e-3, lr_min=1e-6, weight_decay=1e-4, snapshots=TEACHER_SNAPSHOTS),
     "teacher_width": dict(
         what="Fig. 3A: students of 8-128 neurons on one d = 6 attention teacher",
         task="teacher", d=6, T=32, batch=64, x_std=0.5, teacher_scale=1.0, teacher_seeds=[201],
         groups=[dict(widths=[8, 16, 24, 32], seeds=[11, 12, 13, 14]),
                 dict(widths=[48, 64], seeds=[15, 16]), dict(widths=[96], seeds=[17]),
                 dict(widths=[128], seeds=[18])],
-        paper_steps=781_250, lr=1e-3, lr_min=1e-6, weight_decay=1e-4),
+        paper_steps=781_250, lr=1e-3, lr_min=1e-6, weight_decay=1e-4, snapshots=(10_000, 50_000, 200_000, 400_000)),
     "icl": dict(
         what="Table 2, Sec. 4.2: gated RNNs of 80 neurons on in-context linear regression, 4 seeds",
         task="icl", T=12, d_x=3, d_y=3, batch=64, sigma_w2=1 / 3, sigma_x2=1.0,
@@ -151,61 +156,140 @@ def _device_name(device: torch.device) -> str:
     return f"CPU: {book.cpu_model()}, {torch.get_num_threads()} thread(s)"
 
 
-def run(name: str, steps: int | None, device: str, progress: bool, log_every: int,
-        results: Path | None = None) -> Path:
-    if name not in EXPERIMENTS:
-        raise SystemExit(f"unknown experiment {name!r}; choose one of {', '.join(EXPERIMENTS)}")
+def _utc() -> str:
+    return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def _dims(cfg: dict) -> tuple[int, int]:
+    if cfg["task"] == "teacher":
+        return cfg["d"], cfg["d"]
+    return cfg["d_x"] + cfg["d_y"], cfg["d_y"]
+
+
+def work_folder(name: str, root: Path | None = None) -> Path:
+    """Where a run in progress keeps its groups: one checkpoint per group while it trains (committed,
+    so that a later session resumes it), one finished file per group when it is done."""
+    return (Path(root) if root is not None else RESULTS) / "runs" / name
+
+
+def run_group(name: str, i: int, steps: int, device: str, progress: bool, log_every: int,
+              root: Path | None = None) -> Path:
+    """Train group ``i`` of experiment ``name`` for ``steps`` steps (resuming from its checkpoint)
+    and write it to ``runs/NAME/group-i.pt``; returns that file."""
     cfg = EXPERIMENTS[name]
-    commit, code = _git_commit(), _code_digest()     # the code this run executes, taken before it runs
-    steps = steps or cfg["paper_steps"]
+    group = cfg["groups"][i]
+    work = work_folder(name, root)
+    work.mkdir(parents=True, exist_ok=True)
+    done = work / f"group-{i}.pt"
     device = torch.device(device)
     dtype = torch.float32
-    root = Path(results) if results is not None else RESULTS
+    d_in, d_out = _dims(cfg)
+    task = make_task(cfg, group, dtype, device)
+    model = make_model(group, d_in, d_out, dtype, device)
+    data_seeds = group.get("data_seeds", [1000 + s for s in group["seeds"]])
+    segment = {"git_commit": _git_commit(), "code_sha256": _code_digest(), "device": _device_name(device),
+               "command": "python tools/paper.py " + " ".join(shlex.quote(a) for a in sys.argv[1:]),
+               "started_utc": _utc()}
+    snapshots = [s for s in cfg.get("snapshots", ()) if s < steps]
+    hist = lib.train_online(model, task, steps=steps, data_seeds=data_seeds, lr=cfg["lr"], lr_min=cfg["lr_min"],
+                            weight_decay=cfg["weight_decay"], log_every=log_every,
+                            checkpoint=work / f"group-{i}.checkpoint.pt",
+                            checkpoint_every=max(log_every, steps // 100), snapshots=snapshots,
+                            segment=segment, progress=progress)
+    hist["segments"][-1]["finished_utc"] = _utc()
+    result = {"kind": group.get("kind", "gated"), "layers": group.get("layers", 1), "widths": group["widths"],
+              "seeds": group["seeds"], "data_seeds": data_seeds, "steps": steps,
+              "state": {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()},
+              "history": {"step": hist["step"], "loss": hist["loss"]},
+              "snapshots": hist["snapshots"], "segments": hist["segments"],
+              "seconds": sum(seg.get("seconds", 0.0) for seg in hist["segments"]), "captured": hist["captured"]}
+    tmp = done.with_name(done.name + ".tmp")
+    torch.save(result, tmp)
+    os.replace(tmp, done)
+    (work / f"group-{i}.checkpoint.pt").unlink(missing_ok=True)
+    print(f"[paper] {name}: group {i + 1}/{len(cfg['groups'])} {result['kind']} x{result['layers']}, widths "
+          f"{group['widths']} done ({steps:,} steps, {result['seconds']:.0f} s); final block loss "
+          f"{hist['loss'][-1].tolist()}", flush=True)
+    return done
+
+
+def assemble(name: str, steps: int, root: Path | None = None, replace: bool = False) -> Path:
+    """Join the finished groups of ``runs/NAME`` into the artefact ``NAME/run.pt`` + ``meta.json``.
+
+    A stored run is replaced only with ``replace=True`` (``--replace``), and the replaced run is
+    named; the manifest gets both checksums, and ``runs/NAME`` is removed."""
+    cfg = EXPERIMENTS[name]
+    root = Path(root) if root is not None else RESULTS
+    work = work_folder(name, root)
+    parts = [torch.load(work / f"group-{i}.pt", map_location="cpu", weights_only=False)
+             for i in range(len(cfg["groups"]))]
+    if any(p["steps"] != steps for p in parts):
+        raise SystemExit(f"{work}: the groups were trained for {sorted({p['steps'] for p in parts})} steps, "
+                         f"not {steps:,}")
     out = root / name
+    if (out / "run.pt").exists():
+        old = json.loads((out / "meta.json").read_text()) if (out / "meta.json").is_file() else {}
+        what = f"{out} ({old.get('steps', '?'):,} steps, finished {old.get('finished_utc', '?')})" \
+            if isinstance(old.get("steps"), int) else str(out)
+        if not replace:
+            raise SystemExit(f"{what} is a stored run; the new run stays in {work}. "
+                             "Pass --replace to replace the stored run with it.")
+        print(f"[paper] replacing {what}", flush=True)
     out.mkdir(parents=True, exist_ok=True)
-    d_in = cfg["d"] if cfg["task"] == "teacher" else cfg["d_x"] + cfg["d_y"]
-    d_out = cfg["d"] if cfg["task"] == "teacher" else cfg["d_y"]
-    groups, started = [], time.time()
-    for i, group in enumerate(cfg["groups"]):
-        task = make_task(cfg, group, dtype, device)
-        model = make_model(group, d_in, d_out, dtype, device)
-        data_seeds = group.get("data_seeds", [1000 + s for s in group["seeds"]])
-        t0 = time.time()
-        hist = lib.train_online(model, task, steps=steps, data_seeds=data_seeds, lr=cfg["lr"],
-                                lr_min=cfg["lr_min"], weight_decay=cfg["weight_decay"],
-                                log_every=log_every, checkpoint=out / f"checkpoint-{i}.pt",
-                                checkpoint_every=max(log_every, steps // 50), progress=progress)
-        groups.append({"kind": group.get("kind", "gated"), "layers": group.get("layers", 1),
-                       "widths": group["widths"], "seeds": group["seeds"], "data_seeds": data_seeds,
-                       "state": {k: v.detach().cpu() for k, v in model.state_dict().items()},
-                       "history": {"step": hist["step"], "loss": hist["loss"]},
-                       "seconds": time.time() - t0, "captured": hist["captured"],
-                       "resumed_from": hist["resumed_from"]})
-        print(f"[paper] {name}: group {i + 1}/{len(cfg['groups'])} {group.get('kind', 'gated')} x"
-              f"{group.get('layers', 1)}, widths {group['widths']} done in "
-              f"{groups[-1]['seconds']:.0f} s; final block loss {hist['loss'][-1].tolist()}", flush=True)
-    task_info = {k: v for k, v in cfg.items() if k not in ("groups", "what", "paper_steps")}
+    d_in, d_out = _dims(cfg)
+    task_info = {k: v for k, v in cfg.items() if k not in ("groups", "what", "paper_steps", "snapshots")}
     if cfg["task"] == "teacher":
         task_info["teachers"] = [w.clone() for w in lib.lsa_teachers(cfg["d"], cfg["teacher_seeds"],
                                                                       scale=cfg["teacher_scale"])]
-    torch.save({"name": name, "task": task_info, "groups": groups, "d_in": d_in, "d_out": d_out},
-               out / "run.pt")
+    groups = [{k: v for k, v in p.items() if k != "steps"} for p in parts]
+    tmp = out / "run.pt.tmp"
+    torch.save({"name": name, "task": task_info, "groups": groups, "d_in": d_in, "d_out": d_out}, tmp)
+    os.replace(tmp, out / "run.pt")
+    segments = [seg for p in parts for seg in p["segments"]]
     meta = {
         "experiment": name, "what": cfg["what"], "config": {k: v for k, v in cfg.items() if k != "what"},
         "steps": steps, "paper_steps": cfg["paper_steps"],
-        "command": "python tools/paper.py " + " ".join(shlex.quote(a) for a in sys.argv[1:]),
-        "git_commit": commit, "code_sha256": code, "device": _device_name(device),
+        "schedule": f"cosine from {cfg['lr']:g} to {cfg['lr_min']:g} over {steps:,} steps"
+                    + (" (the paper's)" if steps == cfg["paper_steps"] else f" (the paper's: {cfg['paper_steps']:,})"),
+        "command": segments[0]["command"],
+        "git_commit": segments[0]["git_commit"], "code_sha256": segments[0]["code_sha256"],
+        "device": segments[0]["device"],
         "versions": {"python": platform.python_version(), "torch": torch.__version__,
                      "numpy": __import__("numpy").__version__},
-        "wall_seconds": time.time() - started, "group_seconds": [g["seconds"] for g in groups],
-        "finished_utc": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "dtype": str(dtype).replace("torch.", ""),
+        "wall_seconds": sum(p["seconds"] for p in parts), "group_seconds": [p["seconds"] for p in parts],
+        "group_segments": [p["segments"] for p in parts],
+        "finished_utc": max(seg.get("finished_utc", "") for seg in segments),
+        "dtype": "float32",
     }
     (out / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
     _update_manifest(root, [out / "run.pt", out / "meta.json"])
-    for i in range(len(cfg["groups"])):
-        (out / f"checkpoint-{i}.pt").unlink(missing_ok=True)
+    shutil.rmtree(work)
     return out
+
+
+def run(name: str, steps: int | None, device: str, progress: bool, log_every: int,
+        results: Path | None = None, groups: list[int] | None = None, replace: bool = False) -> Path:
+    """Train the groups of ``name`` (all, or those listed) that are not finished, then join them
+    into the stored run once every group is finished."""
+    if name not in EXPERIMENTS:
+        raise SystemExit(f"unknown experiment {name!r}; choose one of {', '.join(EXPERIMENTS)}")
+    cfg = EXPERIMENTS[name]
+    steps = steps or cfg["paper_steps"]
+    n = len(cfg["groups"])
+    todo = list(range(n)) if groups is None else groups
+    bad = [i for i in todo if not 0 <= i < n]
+    if bad:
+        raise SystemExit(f"--group must be in 0..{n - 1} for {name}, got {bad}")
+    work = work_folder(name, results)
+    for i in todo:
+        done = work / f"group-{i}.pt"
+        if done.is_file() and torch.load(done, map_location="cpu", weights_only=False)["steps"] == steps:
+            print(f"[paper] {name}: group {i} already finished in {done}", flush=True)
+            continue
+        run_group(name, i, steps, device, progress, log_every, results)
+    if all((work / f"group-{i}.pt").is_file() for i in range(n)):
+        return assemble(name, steps, results, replace)
+    return work
 
 
 def _update_manifest(root: Path, files) -> None:
@@ -306,6 +390,9 @@ def main(argv=None) -> int:
     r.add_argument("--log-every", type=int, default=1000)
     r.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     r.add_argument("--results", default=None, help="results folder (default: results/ of the repository)")
+    r.add_argument("--group", type=int, action="append", default=None,
+                   help="train only this group (repeatable); the run is stored once every group is finished")
+    r.add_argument("--replace", action="store_true", help="replace the stored run of this experiment")
     c = sub.add_parser("chapter", help="execute a Part I chapter at scale='paper' and store what it glued")
     c.add_argument("number", help="chapter number: " + ", ".join(CHAPTERS))
     c.add_argument("-p", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
@@ -322,7 +409,7 @@ def main(argv=None) -> int:
             raise SystemExit("--steps must be a positive integer")
         if args.threads:
             torch.set_num_threads(args.threads)
-        print(f"[paper] wrote {run(args.name, args.steps, args.device, args.progress, args.log_every, args.results)}")
+        print(f"[paper] wrote {run(args.name, args.steps, args.device, args.progress, args.log_every, args.results, args.group, args.replace)}")
         return 0
     for name, cfg in EXPERIMENTS.items():
         meta = RESULTS / name / "meta.json"

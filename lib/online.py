@@ -1,0 +1,420 @@
+"""Online training of App. B.1 (Zucchet et al. 2023) for K networks at once: Part III's trainer.
+
+The paper trains every network of Part III the same way: at each step a fresh batch, the mean
+squared error, one AdamW step, a cosine learning rate from 1e-3 to 1e-6.  :func:`train_online`
+is that loop, for the K members of a stack (a :class:`lib.gated.StackedGatedRNN` or a
+:class:`lib.recurrent_cells.ModuleStack`), each with its own data stream:
+
+    for step in 1 .. steps:
+        x, y   = task.sample(generators)                 # sample: one fresh batch per member
+        losses = model.member_losses(x, y)               # loss: 1/2 mean squared error, (K,)
+        opt.step(losses.sum(), lr=cosine_lr(step, ...))  # step + schedule: AdamW, cosine
+        log(step, losses)                                # block means, snapshots, checkpoint
+
+The parts around it are small and separate:
+
+* :class:`FlatAdamW` -- AdamW (torch's update, decoupled weight decay) on ONE flat buffer of all
+  parameters (the model's parameters become views into it): a step is eight element-wise passes
+  over one vector instead of a Python loop over parameters and groups;
+* :class:`Checkpoint` -- the whole state (weights, optimizer, data generators, history,
+  snapshots, the segments run so far) written atomically every ``checkpoint_every`` steps; a run
+  whose checkpoint exists resumes from it and, on the CPU, ends bit-identical to an
+  uninterrupted one;
+* ``snapshots`` -- copies of the weights at chosen steps (the structure-against-steps figure of
+  Chapter 11);
+* :func:`_capture` -- on CUDA, the whole step captured once in a CUDA graph and replayed.
+"""
+from __future__ import annotations
+
+import math
+import os
+import time
+import warnings
+from pathlib import Path
+from typing import Callable, Sequence
+
+import torch
+from torch import nn
+
+from ._checks import positive_int, positive_real, seed_int
+
+__all__ = ["train_online", "cosine_lr", "FlatAdamW", "check_adamw"]
+
+
+def cosine_lr(step: int, steps: int, lr: float, lr_min: float) -> float:
+    """Learning rate of update ``step`` (1-based) of ``steps``: cosine from lr to lr_min (App. B.1).
+
+    Used in Chapter 11, section "sec-teacher-fig2-paper", to compute exactly how far decoupled
+    weight decay shrinks a weight over the schedule.
+
+    Update 1 uses ``lr``; the rate after the last update would be ``lr_min``
+    (torch's ``CosineAnnealingLR`` with ``T_max = steps``, in closed form).
+    """
+    if not (isinstance(step, int) and isinstance(steps, int) and 1 <= step <= steps):
+        raise ValueError(f"step must be an integer in 1..steps = {steps!r}, got {step!r}")
+    for name, value in (("lr", lr), ("lr_min", lr_min)):
+        if not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+            raise ValueError(f"{name} must be a finite positive number, got {value!r}")
+    if lr_min > lr:
+        raise ValueError(f"lr_min must be <= lr, got lr_min={lr_min}, lr={lr}")
+    return lr_min + 0.5 * (lr - lr_min) * (1.0 + math.cos(math.pi * (step - 1) / steps))
+
+
+def check_adamw(lr, lr_min, weight_decay, no_decay) -> tuple[float, float, float, tuple[str, ...]]:
+    """The settings of App. B.1's AdamW: 0 < lr_min <= lr, weight_decay in [0, 1), and the
+    parameter-name endings that get no weight decay (a string or a sequence of strings)."""
+    lr = positive_real("lr", lr)
+    lr_min = positive_real("lr_min", lr_min)
+    if lr_min > lr:
+        raise ValueError(f"lr_min must be <= lr, got lr_min={lr_min}, lr={lr}")
+    if not isinstance(weight_decay, (int, float)) or not 0 <= weight_decay < 1 or weight_decay != weight_decay:
+        raise ValueError(f"weight_decay must be a real number in [0, 1), got {weight_decay!r}")
+    no_decay = (no_decay,) if isinstance(no_decay, str) else tuple(no_decay)
+    return lr, lr_min, weight_decay, no_decay
+
+
+class FlatAdamW:
+    """AdamW on one flat buffer holding every trainable parameter of ``model``.
+
+    The optimizer of :func:`train_online` (Chapter 11, section "sec-teacher-setup", describes the
+    App. B.1 optimisation it implements).
+
+    The parameters (decayed ones first, then those whose name ends with an entry of
+    ``no_decay``) are copied into one vector and re-bound as views of it, their gradients as
+    views of a second vector, so that :meth:`step` is a few element-wise passes over whole
+    vectors.  The update is torch's AdamW (``torch.optim.AdamW``, single-tensor form) written
+    out: p <- p (1 - lr wd) for the decayed part, m <- lerp(m, g, 1 - b1),
+    v <- b2 v + (1 - b2) g^2, p <- p - lr / (1 - b1^t) * m / (sqrt(v / (1 - b2^t)) + eps)
+    (tests/test_online.py holds it to torch's to 1e-12 in float64).  With ``capturable``
+    the learning rate and the step count are device tensors (a CUDA graph replays the step).
+    """
+
+    def __init__(self, model: nn.Module, weight_decay: float, no_decay: tuple[str, ...] = (),
+                 betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8, capturable: bool = False):
+        named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+        if not named:
+            raise ValueError("model has no trainable parameter")
+        decay = [p for n, p in named if not n.endswith(no_decay)]
+        plain = [p for n, p in named if n.endswith(no_decay)]
+        first = named[0][1]
+        if any(p.dtype != first.dtype or p.device != first.device for _, p in named):
+            raise ValueError("all parameters must share one dtype and device")
+        self.params = decay + plain
+        self.n_decay = sum(p.numel() for p in decay)
+        self.flat = torch.empty(sum(p.numel() for p in self.params), dtype=first.dtype, device=first.device)
+        self.grad = torch.zeros_like(self.flat)
+        offset = 0
+        with torch.no_grad():
+            for p in self.params:
+                k = p.numel()
+                self.flat[offset:offset + k].copy_(p.reshape(-1))
+                p.data = self.flat[offset:offset + k].view_as(p)
+                p.grad = self.grad[offset:offset + k].view_as(p)
+                offset += k
+        self.exp_avg = torch.zeros_like(self.flat)
+        self.exp_avg_sq = torch.zeros_like(self.flat)
+        self.betas, self.eps, self.weight_decay = betas, eps, weight_decay
+        self.capturable = capturable
+        self.t = torch.zeros((), dtype=torch.float64 if first.dtype == torch.float64 else torch.float32,
+                             device=first.device) if capturable else 0
+
+    def step(self, objective: torch.Tensor, lr) -> None:
+        """Gradients of ``objective`` (into the flat gradient), then one AdamW update at ``lr``."""
+        self.grad.zero_()
+        objective.backward()
+        self.update(lr)
+
+    @torch.no_grad()
+    def update(self, lr) -> None:
+        """One AdamW update from the gradients now in ``self.grad``."""
+        b1, b2 = self.betas
+        p, g, m, v = self.flat, self.grad, self.exp_avg, self.exp_avg_sq
+        if self.capturable:
+            self.t.add_(1)
+            p[:self.n_decay].mul_(1 - lr * self.weight_decay)
+            m.lerp_(g, 1 - b1)
+            v.mul_(b2).addcmul_(g, g, value=1 - b2)
+            bc1, bc2 = 1 - torch.pow(b1, self.t), 1 - torch.pow(b2, self.t)
+            denom = (v.sqrt() / bc2.sqrt()).add_(self.eps)
+            p.sub_(m / denom * (lr / bc1))
+            return
+        self.t += 1
+        if self.weight_decay:
+            p[:self.n_decay].mul_(1 - lr * self.weight_decay)
+        m.lerp_(g, 1 - b1)
+        v.mul_(b2).addcmul_(g, g, value=1 - b2)
+        bc1, bc2 = 1 - b1 ** self.t, 1 - b2 ** self.t
+        denom = (v.sqrt() / math.sqrt(bc2)).add_(self.eps)
+        p.addcdiv_(m, denom, value=-lr / bc1)
+
+    def state_dict(self) -> dict:
+        t = self.t.item() if torch.is_tensor(self.t) else self.t
+        return {"t": int(round(t)), "exp_avg": self.exp_avg.clone(), "exp_avg_sq": self.exp_avg_sq.clone()}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.exp_avg.copy_(state["exp_avg"])
+        self.exp_avg_sq.copy_(state["exp_avg_sq"])
+        if torch.is_tensor(self.t):
+            self.t.fill_(float(state["t"]))
+        else:
+            self.t = int(state["t"])
+
+
+def _keep_freed_memory() -> None:
+    """Ask glibc's malloc to keep freed blocks instead of unmapping them (CPU training).
+
+    The step's intermediates are ~1 MB each; glibc serves such blocks with fresh mmap'ed pages
+    and returns them on free, so every step faults in its memory anew (~800 page faults per
+    teacher-student step at the paper's sizes, a quarter of its time).  Raising the mmap and
+    trim thresholds keeps the pages; a no-op where glibc is not the allocator.
+    """
+    try:
+        import ctypes
+        libc = ctypes.CDLL("libc.so.6")
+        libc.mallopt(-3, 256 << 20)        # M_MMAP_THRESHOLD
+        libc.mallopt(-1, 1 << 30)          # M_TRIM_THRESHOLD
+    except (OSError, AttributeError):
+        pass
+
+
+class Checkpoint:
+    """The file a run resumes from: written atomically (a temporary file, then a rename)."""
+
+    def __init__(self, path: str | Path | None, every: int):
+        self.path = None if path is None else Path(path)
+        self.every = every
+
+    def load(self, config: dict, device) -> dict | None:
+        if self.path is None or not self.path.is_file():
+            return None
+        try:
+            state = torch.load(self.path, map_location=device, weights_only=False)
+        except Exception as exc:  # noqa: BLE001 - a damaged checkpoint is named, never half-used
+            raise ValueError(f"checkpoint {self.path} cannot be read ({type(exc).__name__}: {exc}); "
+                             "delete it to start the run afresh") from None
+        if not isinstance(state, dict) or state.get("config") != config:
+            raise ValueError(f"checkpoint {self.path} was written with other settings "
+                             f"({state.get('config') if isinstance(state, dict) else state!r}); "
+                             "delete it or use the same settings")
+        return state
+
+    def due(self, step: int, steps: int) -> bool:
+        return self.path is not None and (step % self.every == 0 or step == steps)
+
+    def save(self, state: dict) -> None:
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        torch.save(state, tmp)
+        os.replace(tmp, self.path)
+
+
+def _is_log_step(step: int, log_every: int, steps: int) -> bool:
+    """Whether a block mean of the loss is recorded after update ``step`` (1-based)."""
+    return step % log_every == 0 or step == steps
+
+
+def _member_losses(model: nn.Module, x: torch.Tensor, y: torch.Tensor, last_only: bool) -> torch.Tensor:
+    """(K,) 1/2 mean squared errors: the model's own ``member_losses`` when it has one (the
+    gated stack's kernel step), else through its forward."""
+    own = getattr(model, "member_losses", None)
+    if own is not None:
+        return own(x, y, last_only=last_only)
+    return 0.5 * (model(x, last_only=last_only) - y).square().flatten(1).mean(dim=1)
+
+
+def _check_model_and_task(model: nn.Module, task, K: int):
+    """Model and task agree before any work: members, device, dtype, and the model's output
+    shape against the target's on one batch drawn from throw-away generators."""
+    if getattr(task, "K", K) != K:
+        raise ValueError(f"task has {task.K} members (teachers), model has {K}")
+    param = next(model.parameters())
+    device, dtype = param.device, param.dtype
+    if not dtype.is_floating_point:
+        raise ValueError(f"model parameters must be floating point, got {dtype}")
+    if getattr(task, "device", device) != device or getattr(task, "dtype", dtype) != dtype:
+        raise ValueError(f"task ({task.device}, {task.dtype}) and model ({device}, {dtype}) must "
+                         "share device and dtype")
+    for side in ("d_in", "d_out"):
+        m, t = getattr(model, side, None), getattr(task, side, None)
+        if m is not None and t is not None and m != t:
+            raise ValueError(f"model {side} = {m} but task {side} = {t}")
+    gens = [torch.Generator(device=device).manual_seed(0) for _ in range(K)]
+    x, y = task.sample(gens)
+    with torch.no_grad():
+        out = model(x, last_only=task.last_only)
+    if tuple(out.shape) != tuple(y.shape):
+        raise ValueError(f"model output shape {tuple(out.shape)} != task target shape {tuple(y.shape)} "
+                         "(no broadcasting: the loss would train another objective)")
+    return device, dtype
+
+
+def train_online(model: nn.Module, task, *, steps: int, data_seeds, lr: float = 1e-3,
+                 lr_min: float = 1e-6, weight_decay: float = 1e-4,
+                 no_decay: tuple[str, ...] = ("nu_log", "theta_log"), log_every: int = 1000,
+                 checkpoint: str | Path | None = None, checkpoint_every: int | None = None,
+                 snapshots: Sequence[int] = (), segment: dict | None = None,
+                 progress: bool = False, capture: str | bool = "auto",
+                 on_log: Callable[[int, torch.Tensor], None] | None = None) -> dict:
+    """Online AdamW training of App. B.1 for the K members of ``model``, one step for all.
+
+    Used in Chapter 11, section "sec-teacher-setup" (which describes the App. B.1 optimisation),
+    Chapter 12, section "sec-icl-train", and Chapter 13, section "sec-fig4".
+
+    Every step draws one fresh batch per member (``task.sample``; member k from a
+    ``torch.Generator`` seeded with ``data_seeds[k]``), computes each member's loss
+    (1/2 mean squared error; ``task.last_only``: the last step alone), back-propagates their
+    sum (the members share no parameter, so each gets its own gradient) and takes an AdamW
+    step (:class:`FlatAdamW`) with the cosine schedule :func:`cosine_lr`; parameters whose name
+    ends with an entry of ``no_decay`` (the recurrent lam) get no weight decay.  Member k
+    therefore follows exactly the trajectory of a run of member k alone (tested to 1e-12 in
+    float64).  Model and task are checked against each other first (members, device, dtype,
+    output shape against target shape).
+
+    ``checkpoint``: a file; every ``checkpoint_every`` steps the whole state is written to it
+    atomically, and a call whose checkpoint exists resumes from it (its settings must match).
+    ``snapshots``: steps at which a copy of the weights is kept (returned, and carried by the
+    checkpoint).  ``segment``: a dict describing this call (code version, device, ...) appended,
+    with its first and last step and wall time, to the run's list of segments (one per resume).
+    ``capture``: on CUDA ("auto") the whole step is captured once in a CUDA graph and replayed;
+    the data then come from the device's default generator (seeded with ``data_seeds[0]``).
+    ``on_log(step, losses)`` is called at every log point (losses: (K,) block means).
+
+    Returns ``{"step": (n_log,), "loss": (n_log, K) float64 block means of the training loss,
+    "snapshots": {step: state dict}, "segments": [...], "seconds": wall time of this call,
+    "resumed_from": step or 0, "captured": bool}``.
+    """
+    steps = positive_int("steps", steps)
+    lr, lr_min, weight_decay, no_decay = check_adamw(lr, lr_min, weight_decay, no_decay)
+    log_every = positive_int("log_every", log_every)
+    K = getattr(model, "K", None)
+    if not isinstance(K, int):
+        raise TypeError("model must be a stack of K members (lib.StackedGatedRNN or lib.ModuleStack)")
+    data_seeds = [seed_int("data_seeds entry", s) for s in data_seeds]
+    if len(data_seeds) != K:
+        raise ValueError(f"data_seeds must have one seed per member ({K}), got {len(data_seeds)}")
+    snapshots = sorted({positive_int("snapshots entry", s) for s in snapshots})
+    if snapshots and snapshots[-1] > steps:
+        raise ValueError(f"snapshots must lie in 1..steps = {steps}, got {snapshots[-1]}")
+    if capture not in ("auto", True, False):
+        raise ValueError(f"capture must be 'auto', True or False, got {capture!r}")
+    ckpt = Checkpoint(checkpoint, positive_int("checkpoint_every", checkpoint_every or log_every))
+    device, dtype = _check_model_and_task(model, task, K)
+    use_graph = device.type == "cuda" and capture in ("auto", True)
+    if device.type == "cpu":
+        _keep_freed_memory()
+
+    opt = FlatAdamW(model, weight_decay, no_decay, capturable=use_graph)
+    gens = [None] * K if use_graph else [torch.Generator(device=device).manual_seed(s) for s in data_seeds]
+    config = {"steps": steps, "lr": lr, "lr_min": lr_min, "weight_decay": weight_decay,
+              "data_seeds": data_seeds, "log_every": log_every, "K": K,
+              "shapes": {n: tuple(p.shape) for n, p in model.named_parameters()}}
+    run = {"hist_step": [], "hist_loss": [], "acc": torch.zeros(K, dtype=torch.float64, device=device),
+           "cnt": 0, "step": 0, "snapshots": {}, "segments": []}
+    state = ckpt.load(config, device)
+    if state is not None:
+        model.load_state_dict(state["model"])
+        opt.load_state_dict(state["optimizer"])
+        for g, s in zip(gens, state["generators"]):
+            if g is not None:
+                g.set_state(s)
+        run.update({k: state[k] for k in ("hist_step", "hist_loss", "cnt", "step", "snapshots", "segments")})
+        run["acc"].copy_(state["acc"])
+    start = run["step"]
+    run["segments"] = list(run["segments"]) + [{**(segment or {}), "first_step": start + 1}]
+
+    def one_step(rate):
+        x, y = task.sample(gens)
+        losses = _member_losses(model, x, y, task.last_only)
+        opt.step(losses.sum(), rate)
+        return losses.detach()
+
+    graph = _capture(one_step, opt, run["acc"], steps, lr, lr_min, start, data_seeds[0], capture) \
+        if use_graph and start < steps else None
+    t0 = time.perf_counter()
+    bar = _progress_bar(progress, steps, start, type(task).__name__)
+    for step in range(start + 1, steps + 1):
+        if graph is not None:
+            graph.replay()
+        else:
+            run["acc"] += one_step(cosine_lr(step, steps, lr, lr_min))
+        run["cnt"] += 1
+        run["step"] = step
+        if step in snapshots:
+            run["snapshots"][step] = {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
+        if _is_log_step(step, log_every, steps):
+            _log_block(run, step, bar, on_log)
+        if ckpt.due(step, steps):
+            run["segments"][-1].update(last_step=step, seconds=time.perf_counter() - t0)
+            ckpt.save({"config": config, "model": model.state_dict(), "optimizer": opt.state_dict(),
+                       "generators": [g.get_state() for g in gens] if not use_graph else [],
+                       **{k: run[k] for k in ("hist_step", "hist_loss", "cnt", "step", "snapshots", "segments")},
+                       "acc": run["acc"].cpu()})
+    if bar is not None:
+        bar.close()
+    seconds = time.perf_counter() - t0
+    run["segments"][-1].update(last_step=steps, seconds=seconds)
+    hist_loss = run["hist_loss"]
+    return {"step": torch.tensor(run["hist_step"], dtype=torch.long),
+            "loss": torch.stack(hist_loss).double() if hist_loss else torch.zeros(0, K, dtype=torch.float64),
+            "snapshots": run["snapshots"], "segments": run["segments"],
+            "seconds": seconds, "resumed_from": start, "captured": graph is not None}
+
+
+def _progress_bar(progress: bool, steps: int, start: int, desc: str):
+    if not progress:
+        return None
+    from tqdm.auto import tqdm
+    return tqdm(total=steps, initial=start, desc=desc, unit="step", mininterval=2.0, smoothing=0.05)
+
+
+def _log_block(run: dict, step: int, bar, on_log) -> None:
+    """Record the block mean of the training loss since the last log point."""
+    block = (run["acc"] / run["cnt"]).cpu()
+    run["hist_step"].append(step)
+    run["hist_loss"].append(block)
+    run["acc"].zero_()
+    run["cnt"] = 0
+    if bar is not None:
+        bar.update(step - bar.n)
+        bar.set_postfix(loss=f"{float(block.mean()):.3e}")
+    if on_log is not None:
+        on_log(step, block)
+
+
+def _capture(one_step, opt: FlatAdamW, acc, steps, lr, lr_min, start, data_seed, capture):
+    """Capture data draw + forward + backward + AdamW + schedule + loss accumulation in one
+    CUDA graph (the PyTorch whole-network capture recipe: warm-up on a side stream, static
+    tensors, a tensor learning rate and step count).  Returns the graph, or None after a warning
+    if capture is impossible; the eager loop then runs."""
+    device = acc.device
+    counter = torch.full((), float(start), device=device)       # updates done so far
+
+    def scheduled_step():
+        rate = lr_min + 0.5 * (lr - lr_min) * (1.0 + torch.cos(math.pi * counter / steps))
+        acc.add_(one_step(rate))
+        counter.add_(1.0)
+
+    try:
+        torch.cuda.manual_seed(data_seed)
+        before = (opt.flat.clone(), opt.exp_avg.clone(), opt.exp_avg_sq.clone(), opt.t.clone(), acc.clone())
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):          # warm-up (autograd caches, kernel selection)
+            for _ in range(3):
+                scheduled_step()
+        torch.cuda.current_stream().wait_stream(side)
+        with torch.no_grad():                  # undo the warm-up: the graph replays from the state before it
+            for now, then in zip((opt.flat, opt.exp_avg, opt.exp_avg_sq, opt.t, acc), before):
+                now.copy_(then)
+        counter.fill_(float(start))
+        torch.cuda.manual_seed(data_seed)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            scheduled_step()
+        return graph
+    except Exception as exc:  # noqa: BLE001 - any capture failure falls back to the eager step
+        if capture is True:
+            raise
+        warnings.warn(f"CUDA graph capture failed ({exc!r}); training with the eager step", stacklevel=3)
+        opt.capturable = False
+        opt.t = int(round(float(opt.t)))
+        return None
