@@ -18,7 +18,7 @@ PIPQUIET := grep -v "is ignored: it is neither a file nor a directory" || true
 
 ## make book: venv + install, execute changed chapters with papermill, build _build/html
 book: setup
-	$(BIN)/python tools/book.py build
+	$(BIN)/python -m tools.book build
 
 ## make test: library tests, every chapter executed, strict HTML build, browser check
 test: setup browser
@@ -27,21 +27,21 @@ test: setup browser
 ## make chapter CH=01 ARGS="-p T 24": re-execute one chapter with other parameters
 chapter: setup
 	@test -n "$(CH)" || { echo 'usage: make chapter CH=01 ARGS="-p NAME VALUE ..."'; exit 2; }
-	$(BIN)/python tools/book.py chapter $(CH) $(ARGS)
+	$(BIN)/python -m tools.book chapter $(CH) $(ARGS)
 
 list: setup
-	$(BIN)/python tools/book.py list
+	$(BIN)/python -m tools.book list
 
 ## make paper: list the paper-scale experiments; make paper EXP=icl ARGS="--steps N": run one
 ## (EXP=ch04, ch05, ch06: execute that chapter at scale="paper" and store what it glued)
 paper: setup
-	@if [ -z "$(EXP)" ]; then $(BIN)/python tools/paper.py list; \
-	elif echo "$(EXP)" | grep -qE '^ch[0-9]+$$'; then $(BIN)/python tools/paper.py chapter $(EXP) $(ARGS); \
-	else $(BIN)/python tools/paper.py run $(EXP) --progress $(ARGS); fi
+	@if [ -z "$(EXP)" ]; then $(BIN)/python -m tools.paper list; \
+	elif echo "$(EXP)" | grep -qE '^ch[0-9]+$$'; then $(BIN)/python -m tools.paper chapter $(EXP) $(ARGS); \
+	else $(BIN)/python -m tools.paper run $(EXP) --progress $(ARGS); fi
 
 ## make bench: the speed benchmarks (ratios against the reference implementations)
 bench: setup
-	$(BIN)/python benchmarks/run.py $(ARGS)
+	$(BIN)/python -m benchmarks.run $(ARGS)
 
 setup: $(STAMP) $(MATHJAX)
 

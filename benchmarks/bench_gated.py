@@ -22,12 +22,9 @@ from pathlib import Path
 
 import torch
 
-if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import lib  # noqa: E402
-from run import alternating_best  # noqa: E402
+from benchmarks.run import alternating_best
 
 
 def run(quick: bool = False) -> list[dict]:

@@ -34,12 +34,9 @@ import numpy as np
 import torch
 
 HERE = Path(__file__).resolve().parent
-if __package__ in (None, ""):
-    sys.path.insert(0, str(HERE.parent))
-sys.path.insert(0, str(HERE))
 
-from lib import krylov  # noqa: E402
-from run import alternating_best  # noqa: E402
+from lib import krylov
+from benchmarks.run import alternating_best
 
 SIZE = dict(n=1000, T=20, kq=1, kp=2)
 
@@ -47,7 +44,6 @@ SIZE = dict(n=1000, T=20, kq=1, kp=2)
 _START = r"""
 import json, sys, time
 import numpy as np, torch
-sys.path[:0] = [{root!r}, {here!r}]
 n, T, kq, kp = 300, 8, 1, 2
 g = torch.Generator().manual_seed(3)
 W = torch.randn(n, n, generator=g, dtype=torch.float64) / n ** 0.5
@@ -60,7 +56,7 @@ if {which!r} == "C":
     Q, P = krylov.krylov_rows(W, Q0, T, 1.0, P0)
     Q, P = Q.numpy(), P.numpy()
 else:
-    import krylov_numba
+    from benchmarks import krylov_numba
     Q = np.zeros((T, kq, n)); P = np.zeros((T, kp, n)); Q[0] = Q0.numpy(); P[0] = P0.numpy()
     krylov_numba.krylov_pair(W.numpy(), 1.0, T, Q, P, np.zeros_like(Q), np.zeros_like(P), 1)
 dt = time.perf_counter() - t0
@@ -87,7 +83,7 @@ def _rel(a, b):
 def bench_pass(threads: int, repeats: int) -> dict:
     import numba
 
-    import krylov_numba
+    from benchmarks import krylov_numba
     W, Q0, P0, s = _case(**SIZE)
     T, kq, kp, n = SIZE["T"], SIZE["kq"], SIZE["kp"], SIZE["n"]
     zq, zp = np.zeros((T, kq, n)), np.zeros((T, kp, n))
@@ -121,7 +117,8 @@ def bench_pass(threads: int, repeats: int) -> dict:
 
 
 def _start(which: str, env: dict) -> dict:
-    code = _START.format(root=str(HERE.parent), here=str(HERE), which=which)
+    code = _START.format(which=which)
+    env = dict(env, PYTHONPATH=str(HERE.parent) + os.pathsep + env.get("PYTHONPATH", ""))
     res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
     if res.returncode != 0:
         raise RuntimeError(f"the {which} start-up probe failed:\n{res.stderr[-2000:]}")
@@ -163,5 +160,5 @@ def run(quick: bool = False) -> list[dict]:
 
 
 if __name__ == "__main__":
-    from run import format_table
+    from benchmarks.run import format_table
     print(format_table(run(quick="--quick" in sys.argv)))

@@ -23,12 +23,9 @@ from pathlib import Path
 
 import torch
 
-if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import lib  # noqa: E402
-from run import alternating_best  # noqa: E402
+from benchmarks.run import alternating_best
 
 SIZES = {
     # the GD-step pair takes ~0.15 s per repeat; the full NTK reference ~80 s per run
@@ -112,8 +109,7 @@ def run(quick: bool = False) -> list[dict]:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from run import format_table
+    from benchmarks.run import format_table
 
     rows = run(quick="--quick" in sys.argv[1:])
     print(format_table(rows))

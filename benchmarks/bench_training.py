@@ -24,12 +24,9 @@ from pathlib import Path
 
 import torch
 
-if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import lib  # noqa: E402
-from run import alternating_best  # noqa: E402
+from benchmarks.run import alternating_best
 
 F32, F64 = torch.float32, torch.float64
 
@@ -84,7 +81,7 @@ def run(quick: bool = False) -> list[dict]:
             return x.float(), teacher(x).float()
 
     ts_ref_model = lib.GatedLinearRNN(4, 100, 4, seed=0, dtype=F32)
-    ts_task = lib.TeacherTask(*W, T=32, batch=64, x_std=0.5)
+    ts_task = lib.AttentionTeacherTask(*W, T=32, batch=64, x_std=0.5)
     ts_stack = lib.StackedGatedRNN(4, [100], 4, [0])
     ts_steps = max(steps // 2, 5)
     t_ref, t_fast = alternating_best(

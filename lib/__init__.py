@@ -1,35 +1,42 @@
-"""lib: the small library behind the book *What recurrent networks really compute*.
+"""lib: the science of the book *What recurrent networks really compute* -- models, kernels,
+constructions, data and training; nothing here needs a notebook (the book's own machinery --
+the experiment registry, stored runs, fidelity records, tables, plotting -- is ``lib.book``).
 
 Modules, by subject:
-    linear_rnn   linear RNNs, Markov parameters, causal convolutions, Vandermonde realization
-    krylov       the two Krylov sequences of the Markov engine in one pass over W (a small C
-                 kernel, compiled on first use; torch products without a compiler)
-    data         the S1 recording (and its train / validation / test sequences) and the protein
-                 secondary-structure set (checksummed)
-    teacher      Part I's teacher-student data: a linear system's outputs at a given SNR, delays
-    scaled_conv  the scaled 1-D convolution (eq. 8), its weights rho_j (eq. 21), its closed-form
-                 training (the kernel-regime limit) and the memory profile of trained taps
-    ntk          tangent kernels: Thm 3.2 (conv), empirical (torch.func), M_n = J J^T factor
-    training     every training loop: gradient descent, full-batch and mini-batch (Part I),
-                 Adam on the protein network, online AdamW for one or K stacked models
-                 (Part III: device-aware, resumable, CUDA-graph captured on GPUs); R^2 and
-                 early stopping
-    tasks        the online tasks of Part III (teacher-student, in-context regression)
-    artefacts    the paper-scale runs stored in results/, read back with their checksums
-    plotting     the book's single matplotlib style
-    sequence_memory  linear autoencoders for sequences (Sperduti 2015, §2.1)
-    ff_to_rnn    feedforward -> recurrent constructions, linear and nonlinear (Sperduti 2015, §3)
-    protein      Sperduti's §4: the amino-acid code, the sparse prefix matrix and the §4
-                 network's outputs through it (trained by training.train_feedforward)
-    attention    causal linear self-attention (Part III)
-    diagonal     diagonal linear recurrences h_t = lam h_{t-1} + u_t: scan, in-place loop with
-                 its adjoint backward, reference (the state update of every diagonal RNN)
-    gated        gated diagonal linear RNNs, the attention construction, exact polynomials
-    icl          in-context linear regression, eta*, the optimal one-step GD loss
-    recurrent_cells  LRU / LSTM / GRU networks and the LSTM construction of App. A
-    claims       a chapter's claims: asserted at the settings they were argued for, else reported
-    fidelity     the papers' claims and slips as the chapters record them, for the fidelity appendix
-    notebook     what every chapter does the same way: the scale rule, rel_err, stored runs, tables
+  Part I (Emami et al. 2021)
+    linear_rnn       linear RNNs, Markov parameters, causal convolutions, Vandermonde realization
+    krylov           the two Krylov sequences of the Markov engine in one pass over W (krylov.c)
+    ntk              tangent kernels: Thm 3.2 (conv), empirical (torch.func), M_n = J J^T factor
+    scaled_conv      the scaled 1-D convolution (eq. 8), its weights rho_j (eq. 21), its closed-form
+                     training (the kernel-regime limit) and the memory profile of trained taps
+    linear_teacher   teacher-student data of a linear RNN teacher at a given SNR, delays
+    training         gradient descent, full-batch and mini-batch; AdamW for one model (the plain
+                     reference of the online trainer); R^2 and early stopping
+  Part II (Sperduti 2015)
+    sequence_memory  linear autoencoders for sequences (§2.1)
+    linear_ff        a linear feedforward network as a linear RNN: rank and timespan, the SVD
+                     construction and Theorem 3.1's forgetting memory (§3.1)
+    nonlinear_ff     a tanh feedforward network as an RNN: 1-time-step networks, the general
+                     construction (fast path and literal reference), with forgetting units (§3.2)
+    tanh_memory      linear memory units replaced by beta tanh(z / beta) units: the error bound (§3.2)
+    smallest_k       the smallest memory that keeps the predictions, at every k (§4, Fig. 5)
+    protein          §4: the amino-acid code, the sparse prefix matrix, the network trained on it
+  Part III (Zucchet et al. 2023)
+    attention        causal linear self-attention
+    diagonal         diagonal linear recurrences h_t = lam h_{t-1} + u_t: scan, in-place loop with
+                     its adjoint backward, reference (the state update of every diagonal RNN)
+    gated            gated diagonal linear RNNs (eq. 2), the attention construction, polynomials
+    gated_step       the stacked gated RNNs' training loss with a hand-written backward (gated.c)
+    recurrent_cells  LRU / LSTM / GRU networks, the LSTM construction of App. A, ModuleStack
+    architectures    the architecture registry: constructor, label and colour of every kind
+    tasks            the online tasks (attention teacher-student, in-context regression)
+    online           the online trainer of App. B.1 for K networks at once (flat AdamW, cosine
+                     schedule, checkpoints, snapshots; CUDA-graph captured on GPUs)
+    icl              in-context linear regression, eta*, the optimal one-step GD loss
+  Part IV and shared
+    realizations     the four realizations of a convolution as an RNN
+    data             the S1 recording and the protein secondary-structure set (checksummed)
+    kernels          the loader of the small C kernels (compiled on first use, checked, cached)
 
 Every function takes tensors and plain numbers, returns tensors, works in float64 by
 default and validates its arguments before doing any work.
@@ -57,21 +64,21 @@ from .ntk import (
 )
 from .scaled_conv import (ScaledConv, conv_features, fit_memory_nu_W, gd_path, learned_fraction, rho, rho_max,
                           rho_ridge, white_input_memory)
-from .training import (loss_fn, r2_score, select_by_validation, train_adamw, train_feedforward, train_gd,
-                       train_minibatch)
+from .training import loss_fn, r2_score, select_by_validation, train_adamw, train_gd, train_minibatch
+from .protein import train_feedforward
 from .online import FlatAdamW, cosine_lr, train_online
-from .tasks import ICLTask, TeacherTask, lsa_teachers
-from .artefacts import load_run
+from .tasks import ICLTask, AttentionTeacherTask, lsa_teachers
 from .data import s1_sequences
-from .teacher import add_output_noise, delay_taps, teacher_dataset
+from .linear_teacher import add_output_noise, delay_taps, linear_teacher_dataset
 from .sequence_memory import (SequenceAutoencoder, autoencoder_matrices, check_sequences, encode,
                               encode_reference, fit_sequence_autoencoder, pad_sequences,
                               shift_operators, state_matrix, state_matrix_reference, thin_svd)
-from .ff_to_rnn import (FeedforwardNet, LinearStateSpace, MemoryRNN, OneStepFF, general_ff_to_rnn,
-                        general_ff_to_rnn_reference, lag_matrix, linear_ff_outputs, linear_ff_to_rnn,
-                        one_step_ff_to_rnn, rank_and_timespan, tanh_beta_star, tanh_memory_beta,
-                        tanh_memory_state_bound, theorem31_bound)
-from .ff_to_rnn import forgetting_shift_register, general_ff_to_rnn_forgetting, projected_scan, smallest_kept_k
+from .linear_ff import (LinearStateSpace, forgetting_shift_register, lag_matrix, linear_ff_outputs,
+                        linear_ff_to_rnn, rank_and_timespan, theorem31_bound)
+from .nonlinear_ff import (FeedforwardNet, MemoryRNN, OneStepFF, general_ff_to_rnn, general_ff_to_rnn_forgetting,
+                           general_ff_to_rnn_reference, one_step_ff_to_rnn)
+from .tanh_memory import tanh_beta_star, tanh_memory_beta, tanh_memory_state_bound
+from .smallest_k import projected_scan, smallest_kept_k
 from .attention import LinearSelfAttention, lsa_instantaneous_tensor
 from .diagonal import diagonal_recurrence, diagonal_scan, diagonal_scan_reference
 from .gated import (
@@ -85,13 +92,9 @@ from .gated import (
 from .icl import eta_star, gd_loss, gd_predict, icl_batch, optimal_gd_loss
 from .recurrent_cells import (RECURRENT_KINDS, LRULayer, ModuleStack, RecurrentNet, glu_gating, lru_from_gated,
                               lru_in_from_attention, lstm_from_attention)
-from .claims import Claims
-from . import fidelity
 from .realizations import memory_realization, rotation_realization, shift_register_realization
 
 __all__ = [
-    "Claims",
-    "fidelity",
     "conv_ntk",
     "conv_ntk_factor",
     "empirical_ntk",
@@ -114,9 +117,8 @@ __all__ = [
     "cosine_lr",
     "ModuleStack",
     "ICLTask",
-    "TeacherTask",
+    "AttentionTeacherTask",
     "lsa_teachers",
-    "load_run",
     "StackedGatedRNN",
     "LinearRNN",
     "causal_conv",
@@ -136,7 +138,7 @@ __all__ = [
     "r2_score",
     "rho_ridge",
     "s1_sequences",
-    "teacher_dataset",
+    "linear_teacher_dataset",
     "select_by_validation",
     "learned_fraction",
     "white_input_memory",

@@ -10,7 +10,7 @@
 * :func:`prefix_onehot` and :func:`prefix_forward` — the reversed, zero-padded prefixes as a
   sparse one-hot matrix, and the outputs of the feedforward network of §4 (10 tanh hidden units
   over the 12 x 159 prefix) computed through it: the fast path of
-  :func:`lib.training.train_feedforward`, which trains that network.
+  :func:`train_feedforward`, which trains that network.
 """
 from __future__ import annotations
 
@@ -19,10 +19,11 @@ import warnings
 import numpy as np
 import torch
 
-from ._checks import DTYPE, as_tensor, positive_int, seed_int
+from ._checks import DTYPE, as_tensor, positive_int, positive_real, seed_int
 from .data import AMINO_ACIDS, ProteinSet
+from .nonlinear_ff import _output, _readout_z
 
-__all__ = ["AMINO_ACIDS", "amino_code", "amino_indices", "protein_sequences", "prefix_onehot",
+__all__ = ["train_feedforward", "AMINO_ACIDS", "amino_code", "amino_indices", "protein_sequences", "prefix_onehot",
            "prefix_forward", "accuracy"]
 
 
@@ -133,7 +134,7 @@ def prefix_forward(E: torch.Tensor, code: torch.Tensor):
 
     ``E`` is the :func:`prefix_onehot` matrix ``(N, l n_symbols)``, ``code`` ``(n_symbols, a)``
     the code (float64).  Returns ``forward(model) -> o (N,)`` for a
-    :class:`lib.ff_to_rnn.FeedforwardNet` with ``a = code.shape[1]``: the hidden net inputs
+    :class:`lib.nonlinear_ff.FeedforwardNet` with ``a = code.shape[1]``: the hidden net inputs
     ``Xi W^T + b`` with ``Xi = E (I_l (x) C)`` are computed as ``E [(I (x) C) W^T] + b``
     (identical, see :func:`prefix_onehot`), two sparse products a step (the second, with the
     transpose of E formed once here, in the backward pass), then ``model``'s tanh output.
@@ -147,8 +148,47 @@ def prefix_forward(E: torch.Tensor, code: torch.Tensor):
 
     def forward(model: torch.nn.Module) -> torch.Tensor:
         T = (model.W.reshape(-1, model.l, a) @ code.T).reshape(model.W.shape[0], -1).T
-        hid = torch.tanh(_SparseMatmul.apply(E, Et, T) + model.b)
-        z = hid @ model.w_o + model.b_o
-        return torch.tanh(z) if model.out_tanh else z
+        net = _SparseMatmul.apply(E, Et, T)                  # Xi W^T: the hidden net inputs
+        return _output(_readout_z(net, model.b, model.w_o, model.b_o), model.out_tanh)
 
     return forward
+
+
+def train_feedforward(model: nn.Module, E: torch.Tensor, code: torch.Tensor, d: torch.Tensor, *,
+                      steps: int, lr: float = 1e-2, optimizer: str = "adam", momentum: float = 0.9) -> list[float]:
+    """Full-batch Adam (or SGD) on ``mean (o - d)^2`` over all prefixes; returns the loss history.
+
+    ``optimizer``: ``"adam"`` (torch's Adam, default betas) or ``"sgd"`` (gradient descent with
+    heavy-ball ``momentum`` in [0, 1)); Chapter 9's smallest-k study compares the two.
+
+    ``model`` is a :class:`lib.ff_to_rnn.FeedforwardNet` with ``a = code.shape[1]``;
+    ``E`` the :func:`prefix_onehot` matrix; the outputs come from
+    :func:`prefix_forward` (the hidden net inputs ``Xi W^T + b`` as
+    ``E [(I (x) C) W^T] + b``, two sparse products a step).  d ``(N,)``.  Returns the loss
+    before each step, one float per step.  Chapter 9, section "The protein experiment (§4)".
+    """
+    steps = positive_int("steps", steps)
+    lr = positive_real("lr", lr)
+    if optimizer not in ("adam", "sgd"):
+        raise ValueError(f"optimizer must be 'adam' or 'sgd', got {optimizer!r}")
+    if isinstance(momentum, bool) or not isinstance(momentum, (int, float)) or not 0 <= momentum < 1:
+        raise ValueError(f"momentum must be a real number in [0, 1), got {momentum!r}")
+    code = as_tensor("code", code, 2, dtype=DTYPE)
+    d = as_tensor("d", d, 1, dtype=DTYPE)
+    n_sym, a = code.shape
+    if E.shape[0] != d.shape[0] or E.shape[1] != model.l * n_sym or model.a != a:
+        raise ValueError(f"E {tuple(E.shape)}, d {tuple(d.shape)}, code {tuple(code.shape)} and the "
+                         f"model (a = {model.a}, l = {model.l}) do not fit together")
+    if optimizer == "adam":
+        opt = torch.optim.Adam(model.parameters(), lr=lr)
+    else:
+        opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=float(momentum))
+    forward = prefix_forward(E, code)
+    hist = []
+    for _ in range(steps):
+        loss = ((forward(model) - d) ** 2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        hist.append(loss.item())
+    return hist

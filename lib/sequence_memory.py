@@ -41,8 +41,9 @@ __all__ = [
 def check_sequences(sequences, name: str = "sequences", features: int | None = None) -> list[torch.Tensor]:
     """Validate a non-empty list of ``(l_q, a)`` tensors with one common ``a`` (and ``l_q >= 1``).
 
-    The sequence sets are those of Chapter 7, section "sec-ae-system"; every function of this module
-    and of :mod:`lib.ff_to_rnn` that takes sequences (Chapters 7-9) checks them with it first.
+    The sequence sets are those of Chapter 7, section "sec-ae-system"; every function of this module,
+    of :mod:`lib.linear_ff` and of :mod:`lib.nonlinear_ff` that takes sequences (Chapters 7-9)
+    checks them with it first.
 
     Returns them as float64 tensors.  ``features`` (if given) is the required ``a``.
     """

@@ -4,7 +4,7 @@ A task draws, at every training step, one fresh batch for each of K models, each
 its own ``torch.Generator`` (so member k of a stack sees exactly the data a separate run with
 the same data seed would see), on the task's device and in the training dtype:
 
-* :class:`TeacherTask` -- teacher-student (Section 3): x_t ~ N(0, x_std^2 I), targets the
+* :class:`AttentionTeacherTask` -- teacher-student (Section 3): x_t ~ N(0, x_std^2 I), targets the
   outputs of a fixed linear self-attention teacher (eq. 1), one teacher per member;
 * :class:`ICLTask` -- in-context linear regression (Section 4, App. C.1): T pairs
   (x_t, W* x_t) with x uniform of variance sigma_x^2, W* ~ N(0, sigma_W^2), then the query
@@ -21,7 +21,7 @@ import torch
 
 from ._checks import as_tensor, positive_int, positive_real, seed_int
 
-__all__ = ["TeacherTask", "ICLTask", "lsa_teachers"]
+__all__ = ["AttentionTeacherTask", "ICLTask", "lsa_teachers"]
 
 
 def lsa_teachers(d: int, seeds, *, scale: float = 1.0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -44,7 +44,7 @@ def lsa_teachers(d: int, seeds, *, scale: float = 1.0) -> tuple[torch.Tensor, to
     return tuple(torch.stack([m[i] for m in mats]) for i in range(3))
 
 
-class TeacherTask:
+class AttentionTeacherTask:
     """Teacher-student batches for K students: member k imitates teacher k.
 
     Used in Chapter 11, section "sec-teacher-setup", to train the student on fresh teacher
@@ -74,9 +74,9 @@ class TeacherTask:
         self.dtype, self.device = dtype, torch.device(device)
         self.W_V, self.W_K, self.W_Q = (w.to(dtype=dtype, device=self.device) for w in (W_V, W_K, W_Q))
 
-    def astype(self, dtype: torch.dtype) -> "TeacherTask":
+    def astype(self, dtype: torch.dtype) -> "AttentionTeacherTask":
         """The same task drawing (and computing targets) in ``dtype``."""
-        return TeacherTask(self.W_V, self.W_K, self.W_Q, T=self.T, batch=self.batch, x_std=self.x_std,
+        return AttentionTeacherTask(self.W_V, self.W_K, self.W_Q, T=self.T, batch=self.batch, x_std=self.x_std,
                            dtype=dtype, device=self.device)
 
     def teacher_output(self, x: torch.Tensor) -> torch.Tensor:

@@ -6,8 +6,6 @@ Gradient descent, written out (Part I, Emami et al. 2021, Sections 4-5):
                           convolution are trained by literally the same code.
     ``train_minibatch``   mini-batch GD with a seeded shuffle (the S1 decoder, Section 5.2).
 torch optimisers:
-    ``train_feedforward`` full-batch Adam (or SGD with momentum) on the protein network of
-                          Sperduti (2015, §4), through the sparse prefix matrix.
     ``train_adamw``       the online training of Zucchet et al. (2023), App. B.1 (AdamW, cosine
                           schedule, a fresh batch every step) for one model, with torch's AdamW
                           and scheduler: the plain reference of :func:`lib.online.train_online`.
@@ -37,9 +35,8 @@ from torch import nn
 
 from ._checks import DTYPE, as_tensor, positive_int, positive_real, seed_int, sequence_pair
 from .online import _is_log_step, check_adamw
-from .protein import prefix_forward
 
-__all__ = ["loss_fn", "train_gd", "train_minibatch", "train_feedforward", "train_adamw", "r2_score",
+__all__ = ["loss_fn", "train_gd", "train_minibatch", "train_adamw", "r2_score",
            "select_by_validation"]
 
 LOSS_KINDS = ("half_sum", "mean")
@@ -197,44 +194,6 @@ def train_minibatch(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, lr: f
 
 
 # ----------------------------------------------------------------------------- torch optimisers
-
-def train_feedforward(model: nn.Module, E: torch.Tensor, code: torch.Tensor, d: torch.Tensor, *,
-                      steps: int, lr: float = 1e-2, optimizer: str = "adam", momentum: float = 0.9) -> list[float]:
-    """Full-batch Adam (or SGD) on ``mean (o - d)^2`` over all prefixes; returns the loss history.
-
-    ``optimizer``: ``"adam"`` (torch's Adam, default betas) or ``"sgd"`` (gradient descent with
-    heavy-ball ``momentum`` in [0, 1)); Chapter 9's smallest-k study compares the two.
-
-    ``model`` is a :class:`lib.ff_to_rnn.FeedforwardNet` with ``a = code.shape[1]``;
-    ``E`` the :func:`lib.protein.prefix_onehot` matrix; the outputs come from
-    :func:`lib.protein.prefix_forward` (the hidden net inputs ``Xi W^T + b`` as
-    ``E [(I (x) C) W^T] + b``, two sparse products a step).  d ``(N,)``.  Returns the loss
-    before each step, one float per step.  Chapter 9, section "The protein experiment (§4)".
-    """
-    steps = positive_int("steps", steps)
-    lr = positive_real("lr", lr)
-    if optimizer not in ("adam", "sgd"):
-        raise ValueError(f"optimizer must be 'adam' or 'sgd', got {optimizer!r}")
-    if isinstance(momentum, bool) or not isinstance(momentum, (int, float)) or not 0 <= momentum < 1:
-        raise ValueError(f"momentum must be a real number in [0, 1), got {momentum!r}")
-    code = as_tensor("code", code, 2, dtype=DTYPE)
-    d = as_tensor("d", d, 1, dtype=DTYPE)
-    n_sym, a = code.shape
-    if E.shape[0] != d.shape[0] or E.shape[1] != model.l * n_sym or model.a != a:
-        raise ValueError(f"E {tuple(E.shape)}, d {tuple(d.shape)}, code {tuple(code.shape)} and the "
-                         f"model (a = {model.a}, l = {model.l}) do not fit together")
-    if optimizer == "adam":
-        opt = torch.optim.Adam(model.parameters(), lr=lr)
-    else:
-        opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=float(momentum))
-    forward = prefix_forward(E, code)
-    hist = []
-    for _ in range(steps):
-        loss = ((forward(model) - d) ** 2).mean()
-        _optimizer_step(opt, loss)
-        hist.append(loss.item())
-    return hist
-
 
 # ----------------------------------------------------------------------------- online AdamW
 

@@ -10,7 +10,7 @@ import lib
 from lib import data
 from lib.data import s1_sequences
 from lib.scaled_conv import conv_features, rho_ridge
-from lib.teacher import add_output_noise, delay_taps, teacher_dataset
+from lib.linear_teacher import add_output_noise, delay_taps, linear_teacher_dataset
 from lib.training import r2_score, train_minibatch
 
 torch.set_default_dtype(torch.float64)
@@ -154,10 +154,10 @@ ACROSS_MODULES = [
     ("cosine_lr step", lambda: lib.cosine_lr(5, 3, 1e-3, 1e-6), ValueError, ["step"]),
     ("ModuleStack empty", lambda: lib.ModuleStack([]), TypeError, ["members"]),
     ("ICLTask K 0", lambda: lib.ICLTask(K=0, T=3, d_x=1, d_y=1, batch=2), ValueError, ["K"]),
-    ("TeacherTask shapes", lambda: lib.TeacherTask(torch.zeros(1, 2, 2), torch.zeros(1, 3, 3), torch.zeros(1, 2, 2), T=3, batch=2, x_std=1.0), ValueError, ["W_K"]),
+    ("AttentionTeacherTask shapes", lambda: lib.AttentionTeacherTask(torch.zeros(1, 2, 2), torch.zeros(1, 3, 3), torch.zeros(1, 2, 2), T=3, batch=2, x_std=1.0), ValueError, ["W_K"]),
     ("lsa_teachers d 0", lambda: lib.lsa_teachers(0, [1]), ValueError, ["d"]),
     ("lsa_teachers scale", lambda: lib.lsa_teachers(2, [1], scale=-1.0), ValueError, ["scale"]),
-    ("load_run unknown", lambda: lib.load_run("nope"), FileNotFoundError, ["nope"]),
+    ("load_run unknown", lambda: __import__("lib.book.artefacts").book.artefacts.load_run("nope"), FileNotFoundError, ["nope"]),
     ("StackedGatedRNN widths", lambda: lib.StackedGatedRNN(2, [0], 2, [0]), ValueError, ["widths"]),
     ("LinearRNN nu_W", lambda: lib.LinearRNN(4, 1, 1, nu_W=2.0, nu_F=1., nu_C=1.), ValueError, ["nu_W"]),
     ("LinearRNN x channels", lambda: _rnn()(torch.randn(1, 3, 5)), ValueError, ["x"]),
@@ -170,7 +170,7 @@ ACROSS_MODULES = [
     ("delay_taps delay", lambda: delay_taps(torch.randn(3, 1, 1), 5), ValueError, ["delay"]),
     ("r2_score shapes", lambda: r2_score(torch.zeros(2, 3), torch.zeros(3, 2)), ValueError, ["shape"]),
     ("rho_ridge lam", lambda: rho_ridge(torch.randn(4, 3, 1), torch.randn(4, 3, 1), torch.ones(3), -1.0), ValueError, ["lam"]),
-    ("teacher_dataset n_train", lambda: teacher_dataset(torch.randn(3, 1, 1), 0, 2, 3), ValueError, ["n_train"]),
+    ("linear_teacher_dataset n_train", lambda: linear_teacher_dataset(torch.randn(3, 1, 1), 0, 2, 3), ValueError, ["n_train"]),
     ("train_minibatch epochs", lambda: train_minibatch(_rnn(), torch.zeros(4, 3, 2), torch.zeros(4, 3, 1), lr=0.1, epochs=-1), ValueError, ["epochs"]),
     ("s1_sequences fractions", lambda: s1_sequences(np.zeros((100, 3)), np.zeros((100, 2)), T=5, fractions=(0.5, 0.5, 0.5)), ValueError, ["fractions"]),
     ("autoencoder_matrices a", lambda: lib.autoencoder_matrices(torch.eye(4), 0), ValueError, ["a"]),

@@ -13,9 +13,8 @@ import nbformat
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
-import book  # noqa: E402
-import browser_check  # noqa: E402
+from tools import book
+from tools import browser_check
 
 pytestmark = pytest.mark.book
 
@@ -48,19 +47,18 @@ def test_chapters_ran_at_book_scale(executed):
 def test_timings_recorded(executed):
     timings = json.loads((ROOT / "_build" / "timings.json").read_text())
     for src in executed:
-        if src.stem not in book.TIMING_READERS:
+        if "timings" not in book.dependencies(src)["reads"]:
             assert timings[src.stem]["seconds"] > 0
 
 
 def test_fidelity_appendix_agrees_with_the_chapters(executed):
-    from lib import fidelity
+    from lib.book import fidelity
 
-    readers = book.TIMING_READERS | book.RECORD_READERS
-    chapters = [s.with_suffix(".ipynb") for s in executed if s.stem not in readers]
+    chapters = [s.with_suffix(".ipynb") for s in executed if not book.dependencies(s)["reads"]]
     records = fidelity.collect(chapters)
     assert {r["paper"] for r in records} == set(fidelity.PAPERS)
     assert fidelity.unrecorded(records) == []          # every claim of the ledgers is checked by a chapter
-    (appendix,) = [s.with_suffix(".ipynb") for s in executed if s.stem in book.RECORD_READERS]
+    (appendix,) = [s.with_suffix(".ipynb") for s in executed if "records" in book.dependencies(s)["reads"]]
     assert fidelity.appendix_disagreements(appendix, records) == []
 
 

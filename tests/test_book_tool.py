@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
-import book  # noqa: E402
+from tools import book
 
 
 def test_every_chapter_source_is_in_the_toc():
@@ -25,10 +24,10 @@ def test_chapter_has_a_parameters_cell_with_the_scale_switch(src, tmp_path):
     params = book.declared_parameters(nb)
     assert params.get("scale") == '"book"', f"{src.name}: parameters cell must set scale = \"book\""
     text = src.read_text()
-    # an unknown scale is an error: the chapter passes it to lib.notebook.check_scale or to
-    # lib.notebook.by_scale (both raise, tests/test_notebook.py)
+    # an unknown scale is an error: the chapter passes it to lib.book.notebook.check_scale or to
+    # the experiment registry's choose (both raise, tests/test_notebook.py, tests/test_experiments.py)
     assert (re.search(r'^check_scale\(scale\)', text, flags=re.M)
-            or re.search(r'= by_scale\(\s*scale\s*,', text)), f"{src.name}: an unknown scale must be an error"
+            or re.search(r'= exp\.choose\(\s*scale\s*,', text)), f"{src.name}: an unknown scale must be an error"
 
 
 @pytest.mark.parametrize("src", book.chapters(), ids=lambda p: p.stem)
@@ -56,7 +55,7 @@ def test_resolve_chapter_names():
 
 
 def run_tool(*args):
-    return subprocess.run([sys.executable, str(ROOT / "tools" / "book.py"), *args],
+    return subprocess.run([sys.executable, "-m", "tools.book", *args],
                           capture_output=True, text=True, cwd=ROOT, timeout=300)
 
 
@@ -86,22 +85,39 @@ def test_values_are_read_like_papermill():
     assert book.parse_value("[1, 2]") == [1, 2]
 
 
-@pytest.mark.parametrize("reads", ["run = lib.load_run('icl')\n",
-                                   "stored = lib.artefacts.load_chapter_run('04_training_dynamics')\n"])
-def test_chapters_that_read_stored_runs_are_re_executed_when_a_run_changes(tmp_path, monkeypatch, reads):
-    """The input digest of a chapter that reads a stored run (a training run with load_run, a
-    chapter's paper-scale execution with load_chapter_run) covers results/MANIFEST.sha256; the
-    digest of every other chapter does not."""
-    manifest = tmp_path / "MANIFEST.sha256"
-    monkeypatch.setattr(book, "RUNS_MANIFEST", manifest)
-    reader, other = tmp_path / "11_reader.md", tmp_path / "01_other.md"
-    reader.write_text(reads)
+_READER = """---
+kernelspec:
+  name: python3
+rnnbook:
+  stored: [icl]
+---
+x = 1
+"""
+
+
+def test_chapters_that_read_stored_runs_are_re_executed_when_a_run_changes(tmp_path, monkeypatch):
+    """The input digest of a chapter covers the manifest lines of the stored runs its front matter
+    declares (rnnbook: stored: [...]), and no other: a new teacher run leaves a chapter that reads
+    only the icl run, and a chapter that reads none, as they were."""
+    monkeypatch.setattr(book, "RESULTS", tmp_path)
+    reader, other = tmp_path / "12_reader.md", tmp_path / "01_other.md"
+    reader.write_text(_READER)
     other.write_text("x = 1\n")
-    manifest.write_text("aaaa  icl/run.pt\n")
-    before = book.input_digest(reader, "lib"), book.input_digest(other, "lib")
-    manifest.write_text("bbbb  icl/run.pt\n")
-    after = book.input_digest(reader, "lib"), book.input_digest(other, "lib")
-    assert before[0] != after[0] and before[1] == after[1]
+    manifest = tmp_path / "MANIFEST.sha256"
+
+    def digests(icl, teacher):
+        manifest.write_text(f"{icl * 64}  icl/run.pt\n{teacher * 64}  teacher/run.pt\n")
+        return book.input_digest(reader, "lib"), book.input_digest(other, "lib")
+
+    first = digests("a", "c")
+    assert digests("a", "d") == first                              # another run changed: nothing
+    changed = digests("b", "d")
+    assert changed[0] != first[0] and changed[1] == first[1]       # its run changed: the reader only
+    assert book.dependencies(reader) == {"stored": ["icl"], "reads": []}
+    bad = tmp_path / "13_bad.md"
+    bad.write_text(_READER.replace("stored: [icl]", "reads: [everything]"))
+    with pytest.raises(book.BookError, match="13_bad.md.*rnnbook"):
+        book.dependencies(bad)
 
 
 def test_timing_records_stay_out_of_the_input_digest(tmp_path, monkeypatch):
@@ -109,7 +125,7 @@ def test_timing_records_stay_out_of_the_input_digest(tmp_path, monkeypatch):
     tabulates wall times sees the timing records through a separate field of its record."""
     monkeypatch.setattr(book, "TIMINGS", tmp_path / "timings.json")
     reader, other = tmp_path / "99_reproducibility.md", tmp_path / "01_other.md"
-    reader.write_text("timings\n")
+    reader.write_text("---\nrnnbook:\n  reads: [timings]\n---\ntimings\n")
     other.write_text("x = 1\n")
     book.TIMINGS.write_text('{"01_other": {"seconds": 1.0}}')
     before = [book.input_digest(p, "lib") for p in (reader, other)], book.timings_seen(reader)
@@ -124,10 +140,13 @@ def test_the_fidelity_appendix_runs_after_the_chapters_and_sees_their_records(tm
     """The appendix that tabulates the chapters' fidelity records runs after every chapter and
     before the timing appendix, and is re-executed when a chapter's glued record changes (and
     only then: another output of the chapter does not count)."""
-    names = ["99_reproducibility", "02_b", "97_fidelity", "01_a"]
+    names = {"99_reproducibility": "reads: [timings]", "02_b": "", "97_fidelity": "reads: [records]", "01_a": ""}
+    for name, reads in names.items():
+        (tmp_path / f"{name}.md").write_text(f"---\nrnnbook:\n  {reads}\n---\n" if reads else "x = 1\n")
     assert [p.stem for p in book.run_order([tmp_path / f"{n}.md" for n in names])] == \
         ["02_b", "01_a", "97_fidelity", "99_reproducibility"]
     monkeypatch.setattr(book, "BOOK", tmp_path)
+    monkeypatch.setattr(book, "chapters", lambda: [tmp_path / f"{n}.md" for n in names])
     reader = tmp_path / "97_fidelity.md"
 
     def chapter(book_value, stdout):
@@ -148,8 +167,7 @@ def test_the_fidelity_appendix_runs_after_the_chapters_and_sees_their_records(tm
 _DRIVER = r'''
 import os, sys
 from pathlib import Path
-sys.path.insert(0, sys.argv[1])
-import book
+from tools import book
 tmp = Path(sys.argv[2])
 book.BOOK, book.BUILD = tmp / "book", tmp / "build"
 book.EXEC, book.TIMINGS = tmp / "build" / "exec", tmp / "build" / "timings.json"
@@ -198,7 +216,8 @@ def _sleepy_book(tmp_path):
 def _execute(tmp_path, seconds, mark, force=False):
     import os
     import signal
-    env = {**os.environ, "SLEEPY_SECONDS": str(seconds), "SLEEPY_MARK": str(mark)}
+    env = {**os.environ, "SLEEPY_SECONDS": str(seconds), "SLEEPY_MARK": str(mark),
+           "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     # Ctrl-C as a terminal delivers it: the executor starts with SIGINT at its default action even
     # when the test suite itself runs in the background (where the shell started it ignoring SIGINT)
     return subprocess.Popen([sys.executable, str(tmp_path / "driver.py"), str(ROOT / "tools"), str(tmp_path)]
@@ -347,8 +366,7 @@ def test_make_chapter_page_looks_like_the_book(tmp_path):
     """`make chapter` re-executes Chapter 8 and renders its page with the book's configuration:
     theorems as theorem boxes, citations linked to the bibliography, no MyST markup left as
     text, and the page passes the same browser check as the book (MathJax typeset offline)."""
-    sys.path.insert(0, str(ROOT / "tools"))
-    import browser_check
+    from tools import browser_check
 
     res = run_tool("chapter", "08", "-p", "seed", "2")
     assert res.returncode == 0, res.stderr[-3000:]

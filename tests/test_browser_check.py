@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
-import browser_check  # noqa: E402
+from tools import browser_check
 
 MATHJAX = ROOT / ".cache" / "mathjax" / "mathjax"
 PNG_1PX = bytes.fromhex(

@@ -1,6 +1,7 @@
 """Paper-scale chapter executions stored in results/: the checksum-verifying loader, the glue
 extraction of tools/paper.py, and the stored artefacts of Chapters 4-6."""
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -8,10 +9,10 @@ import nbformat
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
-import paper  # noqa: E402
+from tools import paper
+from tools.common import update_manifest
 
-from lib.artefacts import (RESULTS, _JSONText, chapter_folder, jsonable,  # noqa: E402
+from lib.book.artefacts import (RESULTS, _JSONText, chapter_folder, jsonable,  # noqa: E402
                            load_chapter_run)
 
 STEMS = {"04": "04_training_dynamics", "05": "05_memory_and_delay", "06": "06_s1_real_data"}
@@ -25,7 +26,7 @@ def _store(root: Path, stem: str, glued: dict) -> Path:
     folder.mkdir(parents=True)
     (folder / "glued.json").write_text(json.dumps(glued))
     (folder / "meta.json").write_text(json.dumps({"command": "python tools/paper.py chapter 04"}))
-    paper._update_manifest(root, [folder / "glued.json", folder / "meta.json"])
+    update_manifest(root, [folder / "glued.json", folder / "meta.json"])
     return folder
 
 
@@ -91,7 +92,7 @@ def test_stored_chapter_runs(number):
     scale='paper', and hold what their chapter reads."""
     run = load_chapter_run(STEMS[number])
     meta = run["meta"]
-    assert meta["command"] == f"python tools/paper.py chapter {number}"
+    assert re.fullmatch(rf"python (tools/paper\.py|-m tools\.paper) chapter {number}", meta["command"])
     assert meta["scale"] == "paper" and meta["parameters"] == {"scale": "paper"}
     for key in ("git_commit", "device", "versions", "wall_seconds", "finished_utc"):
         assert meta[key], key

@@ -1,4 +1,5 @@
-"""Tests of lib.ff_to_rnn: Sperduti's §3 constructions, linear and nonlinear."""
+"""Tests of Sperduti's §3 constructions and what is built on them: lib.linear_ff (§3.1),
+lib.nonlinear_ff (§3.2), lib.tanh_memory (tanh memory units) and lib.smallest_k (Fig. 5)."""
 import math
 
 import pytest
@@ -151,7 +152,7 @@ def test_bad_input(call, match):
         call()
 
 
-# ----------------------------------------------------- shift register, forgetting memory, scans
+# ------------------------------------- forgetting memories (Theorem 3.1, §3.2) and the smallest k
 
 @settings(max_examples=40, deadline=None)
 @given(problems())
@@ -260,6 +261,6 @@ def test_markov_parameters_give_the_net_inputs():
         _protein_like()[1].info["states"].shape[0]), k_min=10**6), "k_min"),
     (lambda: _protein_like()[1].markov_parameters(0), "l must"),
 ])
-def test_bad_input_additions(call, match):
+def test_bad_input_forgetting_and_scans(call, match):
     with pytest.raises((ValueError, TypeError), match=match):
         call()

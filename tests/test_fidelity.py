@@ -1,4 +1,4 @@
-"""lib.fidelity: the records the chapters glue, the appendix that reads them back, and the check
+"""lib.book.fidelity: the records the chapters glue, the appendix that reads them back, and the check
 that the two agree (the book test runs that check on the real chapters)."""
 import json
 import sys
@@ -7,11 +7,10 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from lib import fidelity
+from lib.book import fidelity
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
-import book  # noqa: E402
+from tools import book
 
 LEDGERS = Path(__file__).resolve().parent / "ledgers"   # a claims ledger a paper, as book/claims/ holds them
 
@@ -111,12 +110,12 @@ def test_numbers_are_formatted_and_not_checked_claims_carry_a_dash(ledger):
 
 
 def _chapter(path: Path, source: str, ledger: Path) -> None:
-    """Execute a one-cell notebook that records with lib.fidelity, as a chapter does (with the
+    """Execute a one-cell notebook that records with lib.book.fidelity, as a chapter does (with the
     ledgers in ``ledger``)."""
     from nbclient import NotebookClient
 
     nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell(f"import pathlib\nimport lib\nlib.fidelity.LEDGER = pathlib.Path({str(ledger)!r})\n"
+    nb.cells = [nbformat.v4.new_code_cell(f"import pathlib\nfrom lib.book import fidelity\nfidelity.LEDGER = pathlib.Path({str(ledger)!r})\n"
                                           + source)]
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     NotebookClient(nb, kernel_name="python3", resources={"metadata": {"path": str(ROOT)}}).execute()
@@ -125,17 +124,17 @@ def _chapter(path: Path, source: str, ledger: Path) -> None:
 
 RECORDS = """
 for key in ("01-a", "01-b", "01-c"):           # a claim of each paper
-    lib.fidelity.claim(key, book=f"{0.5 + 0.25:.2f}", verdict="partially reproduced")
-lib.fidelity.claim("01-d", book=1e-15, verdict="reproduced", paper_scale="2e-15")
-lib.fidelity.erratum("01-slip", check="z = 123")
+    fidelity.claim(key, book=f"{0.5 + 0.25:.2f}", verdict="partially reproduced")
+fidelity.claim("01-d", book=1e-15, verdict="reproduced", paper_scale="2e-15")
+fidelity.erratum("01-slip", check="z = 123")
 """
 
 
 MORE_RECORDS = """
-lib.fidelity.claim("04-gap", book="0.1", verdict="reproduced")
-lib.fidelity.claim("04-bare", what="a claim worded by the chapter", published=f"{1 / 8:.3f}", book="0.1", verdict="differs")
-lib.fidelity.claim("04-nosection", section="sec-d", book="2", verdict="reproduced")
-lib.fidelity.claim("12-eta", book="1", verdict="reproduced")
+fidelity.claim("04-gap", book="0.1", verdict="reproduced")
+fidelity.claim("04-bare", what="a claim worded by the chapter", published=f"{1 / 8:.3f}", book="0.1", verdict="differs")
+fidelity.claim("04-nosection", section="sec-d", book="2", verdict="reproduced")
+fidelity.claim("12-eta", book="1", verdict="reproduced")
 """
 CHAPTERS = "0[0-9]_*.ipynb"   # the synthetic executed chapters (the appendix is 97_*)
 
@@ -146,7 +145,7 @@ def appendix(tmp_path_factory):
     folder = tmp_path_factory.mktemp("chapters")
     claims = write_ledgers(folder / "claims")
     _chapter(folder / "01_first.ipynb", RECORDS, claims)
-    _chapter(folder / "02_second.ipynb", 'lib.fidelity.claim("02-c", book="—", verdict="not checked")', claims)
+    _chapter(folder / "02_second.ipynb", 'fidelity.claim("02-c", book="—", verdict="not checked")', claims)
     _chapter(folder / "04_third.ipynb", MORE_RECORDS, claims)
     src = ROOT / "book" / "97_fidelity.md"
     out = folder / "97_fidelity.ipynb"
@@ -164,8 +163,8 @@ def test_a_claim_and_an_erratum_may_share_a_key(tmp_path):
     claims = write_ledgers(tmp_path / "claims", dict(emami="[claim.01-x]\nwhat = 'c'\npublished = '1'\nsection = 'sec-x'\n"
                                                          "[erratum.01-x]\nwhere = 'Sec. 2'\nstatement = 'a'\n"
                                                          "correction = 'b'\nsection = 'sec-x'\n"))
-    _chapter(tmp_path / "01_both.ipynb", 'lib.fidelity.claim("01-x", book="2", verdict="differs")\n'
-             'lib.fidelity.erratum("01-x", check="c")', claims)
+    _chapter(tmp_path / "01_both.ipynb", 'fidelity.claim("01-x", book="2", verdict="differs")\n'
+             'fidelity.erratum("01-x", check="c")', claims)
     nb = nbformat.read(tmp_path / "01_both.ipynb", as_version=4)
     names = [o["metadata"]["scrapbook"]["name"] for o in nb.cells[0].outputs]
     assert names == ["fidelity-claim-emami-01-x", "fidelity-erratum-emami-01-x"]   # distinct glue keys

@@ -1,40 +1,12 @@
-"""Tests of lib.notebook (the chapters' scale rule, agreement measure and stored runs) and of
+"""Tests of lib.book.notebook (the chapters' scale switch, agreement measure and stored runs) and of
 lib.sequence_memory.random_sequences (the random sequence sets of Chapters 8 and 9)."""
 import math
 
 import pytest
 import torch
 
-from lib.notebook import by_scale, check_scale, markdown_table, rel_err
+from lib.book.notebook import check_scale, markdown_table, rel_err
 from lib.sequence_memory import random_sequences
-
-
-def test_by_scale_takes_the_column_of_scale_and_an_explicit_value_wins():
-    assert by_scale("book", steps=(None, 10, 1000), lr=(None, 1e-2, 1e-3)) == (10, 1e-2)
-    assert by_scale("paper", steps=(None, 10, 1000), lr=(None, 1e-2, 1e-3)) == (1000, 1e-3)
-    assert by_scale("paper", steps=(7, 10, 1000), lr=(None, 1e-2, 1e-3)) == (7, 1e-3)
-    # an explicit value that is falsy is still explicit: only None means "take the column"
-    assert by_scale("book", flag=(False, True, True)) is False
-    assert by_scale("book", widths=([], [1], [2])) == []
-    # one knob gives the value itself, not a 1-tuple
-    assert by_scale("book", n=(None, 3, 4)) == 3
-
-
-@pytest.mark.parametrize("scale", ["Book", "full", "", None, 1])
-def test_by_scale_rejects_an_unknown_scale_by_name(scale):
-    with pytest.raises(ValueError, match=r"scale must be 'book' or 'paper'"):
-        by_scale(scale, n=(None, 1, 2))
-
-
-@pytest.mark.parametrize("triple", [(None, 1), [None, 1, 2], (None, 1, 2, 3), 5])
-def test_by_scale_rejects_a_knob_that_is_not_a_triple(triple):
-    with pytest.raises(ValueError, match=r"steps must be a tuple \(value, book, paper\)"):
-        by_scale("book", steps=triple)
-
-
-def test_by_scale_needs_a_knob():
-    with pytest.raises(ValueError, match="at least one knob"):
-        by_scale("book")
 
 
 def test_rel_err_is_the_frobenius_ratio():
@@ -87,7 +59,7 @@ def test_random_sequences_needs_a_generator():
 
 
 def test_stored_chapter_run_reads_the_run_at_book_scale_only_and_says_where_it_came_from(monkeypatch, capsys):
-    from lib import artefacts, notebook
+    from lib.book import artefacts, notebook
     calls, shown = [], []
     meta = dict(command="python tools/paper.py chapter 05", finished_utc="2026-11-20 10:00 UTC", wall_seconds=1860.0,
                 device="cpu (CPU: AMD EPYC)", git_commit="0123456789abcdef", versions={"torch": "2.13.0"},
@@ -106,7 +78,7 @@ def test_stored_chapter_run_reads_the_run_at_book_scale_only_and_says_where_it_c
 
 
 def test_stored_chapter_run_says_when_the_run_is_missing_and_raises_on_a_bad_checksum(monkeypatch):
-    from lib import artefacts, notebook
+    from lib.book import artefacts, notebook
     shown = []
     monkeypatch.setattr(notebook, "display", lambda obj: shown.append(obj.data))
 
@@ -124,7 +96,7 @@ def test_stored_chapter_run_says_when_the_run_is_missing_and_raises_on_a_bad_che
 
 
 def test_stored_chapter_run_reads_the_real_stored_runs():
-    from lib import notebook
+    from lib.book import notebook
     for name in ("04_training_dynamics", "05_memory_and_delay", "06_s1_real_data"):
         run = notebook.stored_chapter_run(name, "book")
         assert run is not None and set(run) >= {"meta", "glued"}

@@ -81,7 +81,7 @@ def test_kernel_step_equals_autograd_step(widths, T, last_only):
 def test_kernel_step_float32_close_to_float64():
     stack = lib.StackedGatedRNN(4, [100], 4, [0], dtype=torch.float32)
     s64 = lib.StackedGatedRNN.from_members([stack.member(0)], dtype=F64)
-    task = lib.TeacherTask(*lib.lsa_teachers(4, [0]), T=32, batch=64, x_std=0.5, dtype=F64)
+    task = lib.AttentionTeacherTask(*lib.lsa_teachers(4, [0]), T=32, batch=64, x_std=0.5, dtype=F64)
     x, y = task.sample([torch.Generator().manual_seed(0)])
     g32 = torch.autograd.grad(stack.member_losses(x.float(), y.float()).sum(), list(stack.parameters()))
     g64 = torch.autograd.grad(gated_step.member_losses_reference(s64, x, y).sum(), list(s64.parameters()))
@@ -97,7 +97,7 @@ def test_without_kernel_the_reference_is_used(monkeypatch):
 
 def test_snapshots_and_segments(tmp_path):
     W = lib.lsa_teachers(3, [0, 1])
-    task = lib.TeacherTask(*W, T=5, batch=3, x_std=0.5, dtype=F64)
+    task = lib.AttentionTeacherTask(*W, T=5, batch=3, x_std=0.5, dtype=F64)
     stack = lib.StackedGatedRNN(3, [3, 4], 3, [0, 1], dtype=F64)
     out = lib.train_online(stack, task, steps=12, data_seeds=[1, 2], log_every=4, snapshots=[3, 8],
                            segment={"code": "x"})
@@ -111,7 +111,7 @@ def test_snapshots_and_segments(tmp_path):
 def test_output_and_target_must_have_one_shape():
     """A model whose output would broadcast against the target is refused before any work."""
     W = lib.lsa_teachers(4, [0])
-    task = lib.TeacherTask(*W, T=5, batch=3, x_std=0.5, dtype=F64)
+    task = lib.AttentionTeacherTask(*W, T=5, batch=3, x_std=0.5, dtype=F64)
     narrow = lib.ModuleStack([lib.RecurrentNet("gru", 4, 3, 1, seed=0, dtype=F64)])
     before = [p.clone() for p in narrow.parameters()]
     with pytest.raises(ValueError, match="d_out|shape"):

@@ -1,7 +1,7 @@
-"""lib.plotting.finish_width_sweep: the construction lines, the log-log axes, the labels and the legend."""
+"""lib.book.plotting.finish_width_sweep: the construction lines, the log-log axes, the labels and the legend."""
 import matplotlib.pyplot as plt
 
-from lib.plotting import finish_width_sweep, subplots
+from lib.book.plotting import finish_width_sweep, subplots
 
 
 def test_finish_width_sweep_draws_lines_labels_and_legend():

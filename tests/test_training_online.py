@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import lib
+from lib.book.artefacts import load_run
 from lib.diagonal import DiagonalRecurrence
 
 F64 = torch.float64
@@ -20,7 +21,7 @@ def _rel(a, b):
 
 def _teacher_setup(widths, seeds, teacher_seeds, T=6, batch=3, d=3):
     W = lib.lsa_teachers(d, teacher_seeds)
-    task = lib.TeacherTask(*W, T=T, batch=batch, x_std=0.5, dtype=F64)
+    task = lib.AttentionTeacherTask(*W, T=T, batch=batch, x_std=0.5, dtype=F64)
     return lib.StackedGatedRNN(d, widths, d, seeds, dtype=F64), task
 
 
@@ -161,49 +162,75 @@ def test_bad_input():
     with pytest.raises(ValueError, match="widths and seeds"):
         lib.StackedGatedRNN(3, [2, 3], 3, [0])
     with pytest.raises(ValueError, match="x_std"):
-        lib.TeacherTask(*lib.lsa_teachers(2, [0]), T=3, batch=2, x_std=0.0)
+        lib.AttentionTeacherTask(*lib.lsa_teachers(2, [0]), T=3, batch=2, x_std=0.0)
     with pytest.raises(ValueError, match="batch"):
         lib.ICLTask(K=1, T=3, d_x=2, d_y=2, batch=0)
 
 
-def test_artefact_checksums_are_verified(tmp_path):
-    """A run written by tools/paper.py loads back; a changed byte or a missing file is an error."""
-    import sys
-    from pathlib import Path
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
-    import paper
+def _tiny_run(monkeypatch, root):
+    """A two-group in-context run declared in a throw-away experiment, results under ``root``."""
+    from lib.book import experiments as ex
+    from tools import paper
 
+    exp = ex.Experiment("_tiny", dict(
+        T=ex.fixed(3, "test"), d_x=ex.fixed(1, "test"), d_y=ex.fixed(1, "test"), batch=ex.fixed(2, "test"),
+        sigma_w2=ex.fixed(1.0, "test"), sigma_x2=ex.fixed(1.0, "test"), steps=ex.Setting(2, 4, "test"),
+        lr=ex.fixed(1e-3, "test"), lr_min=ex.fixed(1e-6, "test"), weight_decay=ex.fixed(1e-4, "test")))
+    spec = ex.OnlineRun("_tiny", "test", "icl", (ex.Group((2, 3), (0, 1)), ex.Group((2,), (5,), kind="gru")),
+                        snapshots=(2,))
+    monkeypatch.setitem(ex.RUNS, "_tiny", (exp, spec))
+    monkeypatch.setattr(paper, "RESULTS", root)
+    return paper
+
+
+def test_artefact_checksums_are_verified(tmp_path, monkeypatch):
+    """A run written by tools/paper.py loads back; a changed byte or a missing file is an error."""
     root = tmp_path / "results"
-    paper.RESULTS = root
-    import lib.artefacts as art
-    old = art.RESULTS
-    art.RESULTS = root
-    try:
-        paper.EXPERIMENTS["_tiny"] = dict(what="test", task="icl", T=3, d_x=1, d_y=1, batch=2, sigma_w2=1.0,
-                                          sigma_x2=1.0, groups=[dict(widths=[2, 3], seeds=[0, 1])],
-                                          paper_steps=4, lr=1e-3, lr_min=1e-6, weight_decay=1e-4)
-        paper.run("_tiny", None, "cpu", False, 2, root)
-        run = lib.load_run("_tiny", root)
-        meta = run["meta"]
-        assert meta["steps"] == 4 and meta["experiment"] == "_tiny" and "git_commit" in meta
-        assert [m.W_in_m.shape[0] for m in run["groups"][0]["members"]] == [2, 3]
-        assert not list((root / "_tiny").glob("checkpoint-*"))
-        f = root / "_tiny" / "meta.json"
-        f.write_text(json.dumps({**meta, "steps": 5}))
-        with pytest.raises(ValueError, match="checksum mismatch"):
-            lib.load_run("_tiny", root)
-        shutil.rmtree(root / "_tiny")
-        with pytest.raises(FileNotFoundError, match="make paper EXP=_tiny"):
-            lib.load_run("_tiny", root)
-    finally:
-        paper.EXPERIMENTS.pop("_tiny", None)
-        art.RESULTS = old
+    paper = _tiny_run(monkeypatch, root)
+    paper.run("_tiny", None, "cpu", False, 2, root)
+    run = load_run("_tiny", root)
+    meta = run["meta"]
+    assert meta["steps"] == 4 and meta["experiment"] == "_tiny" and "git_commit" in meta
+    assert [m.W_in_m.shape[0] for m in run["groups"][0]["members"]] == [2, 3]
+    assert sorted(run["groups"][0]["snapshots"]) == [2] and len(meta["group_segments"]) == 2
+    assert not (root / "runs" / "_tiny").exists()
+    f = root / "_tiny" / "meta.json"
+    f.write_text(json.dumps({**meta, "steps": 5}))
+    with pytest.raises(ValueError, match="checksum mismatch"):
+        load_run("_tiny", root)
+    shutil.rmtree(root / "_tiny")
+    with pytest.raises(FileNotFoundError, match="make paper EXP=_tiny"):
+        load_run("_tiny", root)
+
+
+def test_a_stored_run_is_replaced_only_when_asked(tmp_path, monkeypatch):
+    """A second run of a stored name stays in runs/NAME; --replace replaces the stored run."""
+    root = tmp_path / "results"
+    paper = _tiny_run(monkeypatch, root)
+    paper.run("_tiny", None, "cpu", False, 2, root)
+    stored = (root / "_tiny" / "run.pt").read_bytes()
+    with pytest.raises(SystemExit, match="is a stored run.*--replace"):
+        paper.run("_tiny", 2, "cpu", False, 1, root)
+    assert (root / "_tiny" / "run.pt").read_bytes() == stored          # untouched
+    assert (root / "runs" / "_tiny" / "group-0.pt").is_file()          # the new run is kept
+    paper.run("_tiny", 2, "cpu", False, 1, root, replace=True)
+    assert load_run("_tiny", root)["meta"]["steps"] == 2
+
+
+def test_groups_are_independent_jobs(tmp_path, monkeypatch):
+    """--group trains one group; the run is stored when the last group is finished."""
+    root = tmp_path / "results"
+    paper = _tiny_run(monkeypatch, root)
+    assert paper.run("_tiny", None, "cpu", False, 2, root, groups=[1]) == root / "runs" / "_tiny"
+    assert not (root / "_tiny").exists()
+    paper.run("_tiny", None, "cpu", False, 2, root, groups=[0])
+    assert load_run("_tiny", root)["meta"]["steps"] == 4
 
 
 @pytest.mark.parametrize("name", ["teacher", "teacher_width", "icl", "icl_width", "arch_teacher", "arch_icl"])
 def test_committed_artefacts_load(name):
     """Every paper-scale artefact in the repository matches its checksum and its configuration."""
-    run = lib.load_run(name)
+    run = load_run(name)
     meta = run["meta"]
     assert meta["experiment"] == name and meta["steps"] >= 1 and meta["paper_steps"] >= meta["steps"]
     for g, cfg in zip(run["groups"], meta["config"]["groups"]):

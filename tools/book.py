@@ -33,17 +33,13 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from tools.common import ROOT, cpu_model, machine_description, parse_value  # noqa: F401  (re-exported)
+
 BOOK = ROOT / "book"
 BUILD = ROOT / "_build"
 EXEC = BUILD / "exec"
 TIMINGS = BUILD / "timings.json"
 MATHJAX = ROOT / ".cache" / "mathjax" / "mathjax" / "es5" / "tex-mml-chtml.js"
-# the appendix that tabulates the other chapters' wall times depends on those records
-TIMING_READERS = {"99_reproducibility"}
-# the appendix that tabulates the claims the other chapters record (lib.fidelity) depends on
-# the records glued in their executed notebooks; it runs after them, before the timing reader
-RECORD_READERS = {"97_fidelity"}
 
 
 class BookError(RuntimeError):
@@ -120,30 +116,71 @@ def read_timings() -> dict:
     return {}
 
 
-RUNS_MANIFEST = ROOT / "results" / "MANIFEST.sha256"
+RESULTS = ROOT / "results"
+
+
+def dependencies(src: Path) -> dict:
+    """What a chapter declares it reads besides its source and lib/, in its front matter::
+
+        rnnbook:
+          stored: [teacher, teacher_width]   # stored runs, results/NAME (make paper); or: all
+          reads: [records]                   # the other chapters' fidelity records
+          reads: [timings]                   # the other chapters' wall-time records
+
+    Returns {"stored": [...], "reads": [...]} (empty lists when nothing is declared); an unknown
+    key or value is a BookError naming the chapter."""
+    import yaml
+
+    text = src.read_text()
+    front = yaml.safe_load(text.split("---", 2)[1]) if text.startswith("---") else {}
+    declared = (front or {}).get("rnnbook") or {}
+    if not isinstance(declared, dict) or set(declared) - {"stored", "reads"} \
+            or set(declared.get("reads", [])) - {"records", "timings"}:
+        raise BookError(f"{src.name}: front matter 'rnnbook' may hold 'stored: [run names]' and "
+                        f"'reads: [records | timings]', got {declared!r}")
+    stored = declared.get("stored", [])
+    if stored == "all":
+        from lib.book.artefacts import read_manifest
+
+        stored = sorted({k.split("/", 1)[0] for k in read_manifest(RESULTS)})
+    return {"stored": list(stored), "reads": list(declared.get("reads", []))}
+
+
+def stored_digest(names) -> bytes:
+    """The manifest lines of the stored runs ``names`` (so that a chapter is re-executed when a
+    run it reads changes, and only then)."""
+    from lib.book.artefacts import read_manifest
+
+    lines = read_manifest(RESULTS)
+    out = []
+    for name in sorted(names):
+        files = sorted(k for k in lines if k.split("/", 1)[0] == name)
+        out += [f"{lines[k]}  {k}" for k in files] or [f"{name}: not stored"]
+    return "\n".join(out).encode()
 
 
 def input_digest(src: Path, lib_hash: str) -> str:
-    text = src.read_bytes()
-    h = hashlib.sha256(text)
+    h = hashlib.sha256(src.read_bytes())
     h.update(lib_hash.encode())
-    if (b"load_run" in text or b"load_chapter_run" in text) and RUNS_MANIFEST.is_file():   # reads stored runs
-        h.update(RUNS_MANIFEST.read_bytes())
+    h.update(stored_digest(dependencies(src)["stored"]))
     return h.hexdigest()
 
 
 def timings_seen(src: Path) -> str | None:
     """For an appendix that reads the other chapters' outputs, a digest of what it reads (kept
-    beside the input digest in its record, not in it): the wall-time records for the timing
-    reader, the glued fidelity records of the executed chapters for the record reader; None
-    for every other chapter."""
-    if src.stem in TIMING_READERS:
-        others = {k: v for k, v in read_timings().items() if k not in TIMING_READERS}
+    beside the input digest in its record, not in it): the wall-time records for a timings
+    reader, the glued fidelity records of the executed chapters for a records reader; None for
+    every other chapter."""
+    reads = dependencies(src)["reads"]
+    if "timings" in reads:
+        readers = {s.stem for s in chapters() if dependencies(s)["reads"]}
+        others = {k: v for k, v in read_timings().items() if k not in readers}
         return hashlib.sha256(json.dumps(others, sort_keys=True).encode()).hexdigest()
-    if src.stem in RECORD_READERS:
+    if "records" in reads:
         h = hashlib.sha256()
+        readers = {s.stem for s in chapters() if dependencies(s)["reads"]}
         for nb in sorted(BOOK.glob("[0-9][0-9]_*.ipynb")):
-            if nb.stem in TIMING_READERS | RECORD_READERS:
+            if nb.stem in readers:
                 continue
             for cell in json.loads(nb.read_text()).get("cells", []):
                 for out in cell.get("outputs", []):
@@ -154,9 +191,12 @@ def timings_seen(src: Path) -> str | None:
 
 
 def run_order(srcs: list[Path]) -> list[Path]:
-    """Chapters first, then the appendix that reads their records, then the timing reader."""
-    rank = {name: 1 for name in RECORD_READERS} | {name: 2 for name in TIMING_READERS}
-    return sorted(srcs, key=lambda s: rank.get(s.stem, 0))
+    """Chapters first, then the appendices that read their records, then those that read the
+    wall times (which include the record readers')."""
+    def rank(src):
+        reads = dependencies(src)["reads"]
+        return 2 if "timings" in reads else 1 if "records" in reads else 0
+    return sorted(srcs, key=rank)
 
 
 def to_notebook(src: Path, dest: Path) -> None:
@@ -313,21 +353,6 @@ def incomplete_cells(nb_path: Path) -> list[int]:
     return bad
 
 
-def cpu_model() -> str:
-    """The CPU's model name from /proc/cpuinfo, else what platform knows of it."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def machine_description() -> str:
-    return f"{os.cpu_count()} cores, {cpu_model()}, Python {platform.python_version()}"
-
-
 def execute(selected: list[str] | None = None, force: bool = False) -> list[str]:
     """Execute chapters whose inputs changed; returns the names that were executed."""
     srcs = [resolve(c) for c in selected] if selected else chapters()
@@ -377,7 +402,7 @@ def execute(selected: list[str] | None = None, force: bool = False) -> list[str]
         os.replace(partial, out)
         print(f"[book] {tag}: done in {wall:.1f} s", flush=True)
         timings = read_timings()
-        if src.stem not in TIMING_READERS:
+        if "timings" not in dependencies(src)["reads"]:
             timings[src.stem] = {
                 "seconds": round(wall, 2),
                 "scale": "book",
@@ -414,27 +439,6 @@ def build_html(strict: bool = False) -> Path:
 
 
 # ----------------------------------------------------------------------------- one chapter
-
-def parse_value(text: str):
-    """A ``-p NAME VALUE`` value, read as papermill's command line reads it: True, False, None,
-    an int, a float (1e-3 included), else the string itself.  In addition a value that starts
-    with ``[`` or ``(`` is read as a list (YAML flow syntax), e.g. ``-p widths "[8, 16]"``."""
-    import yaml
-
-    if text in ("True", "False"):
-        return text == "True"
-    if text == "None":
-        return None
-    for cast in (int, float):
-        try:
-            return cast(text)
-        except ValueError:
-            pass
-    if text.strip().startswith(("[", "(")):
-        value = yaml.safe_load(text.strip().replace("(", "[").replace(")", "]"))
-        return [parse_value(str(v)) if isinstance(v, str) else v for v in value] if isinstance(value, list) else value
-    return text
-
 
 def run_chapter(ch: str, params: dict) -> Path:
     src = resolve(ch)

@@ -1,7 +1,7 @@
-"""What every chapter does the same way: the scale rule, the agreement measure, the stored runs,
-the results tables.
+"""What every chapter does the same way: the scale switch, the agreement measure, the stored runs,
+the results tables.  (The scale rule itself -- a setting left at ``None`` takes its ``scale``
+column -- is :meth:`lib.book.experiments.Experiment.choose`, beside the declared settings.)
 
-    by_scale   the scale rule: a parameter left at ``None`` takes the value of its ``scale`` column
     check_scale  the one check of the ``scale`` switch ("book" or "paper")
     rel_err    ||a - b||_F / ||b||_F, the measure behind every "exact identity" check (float64)
     stored_chapter_run  a chapter's stored paper-scale run at scale="book", or a plain note that it is absent
@@ -16,34 +16,13 @@ import torch
 from IPython.display import Markdown, display
 
 from . import artefacts
-
-SCALES = ("book", "paper")
-
+from .experiments import SCALES
 
 def check_scale(scale: str) -> str:
     """``scale`` itself when it is "book" or "paper"; otherwise a ValueError that names both."""
     if scale not in SCALES:
         raise ValueError(f"scale must be 'book' or 'paper', got {scale!r}")
     return scale
-
-
-def by_scale(scale: str, **knobs):
-    """Fill the parameters that depend on ``scale``; an explicit value always wins.
-
-    Each keyword is ``name=(value, book, paper)``: the parameter as the reader passed it (``None``
-    when left at its default), then its value at ``scale="book"`` and at ``scale="paper"``. Returns
-    the chosen values in the order of the keywords (one value for one keyword, else a tuple).
-    """
-    check_scale(scale)
-    if not knobs:
-        raise ValueError("by_scale needs at least one knob=(value, book, paper)")
-    column = 1 + SCALES.index(scale)
-    chosen = []
-    for name, triple in knobs.items():
-        if not isinstance(triple, tuple) or len(triple) != 3:
-            raise ValueError(f"{name} must be a tuple (value, book, paper), got {triple!r}")
-        chosen.append(triple[0] if triple[0] is not None else triple[column])
-    return chosen[0] if len(chosen) == 1 else tuple(chosen)
 
 
 def rel_err(a, b) -> float:

@@ -1,4 +1,4 @@
-"""lib.teacher: Part I's teacher-student data -- output noise at the requested SNR, the teacher
+"""lib.linear_teacher: Part I's teacher-student data -- output noise at the requested SNR, the teacher
 data set, and the delayed teacher (Chapters 4 and 5)."""
 import math
 
@@ -28,7 +28,7 @@ def test_noise_has_requested_snr(snr_db):
 
 def test_teacher_dataset_snr_and_shapes():
     L = lib.LinearRNN(4, 3, 2, 0.3, 1.0, 1.0, seed=0).markov_parameters(10).detach()
-    D = lib.teacher_dataset(L, 400, 300, 10, snr_db=20.0, seed=5)
+    D = lib.linear_teacher_dataset(L, 400, 300, 10, snr_db=20.0, seed=5)
     assert D["x_train"].shape == (400, 10, 3) and D["y_test"].shape == (300, 10, 2)
     assert torch.allclose(D["y_train_clean"], lib.causal_conv(L, D["x_train"]))
     P = float((D["y_train_clean"] ** 2).mean())
@@ -36,7 +36,7 @@ def test_teacher_dataset_snr_and_shapes():
     M = D["y_train"].numel()
     e2 = float(((D["y_train"] - D["y_train_clean"]) ** 2).mean())
     assert abs(e2 / D["noise_var"] - 1) < 4 * math.sqrt(2 / M)
-    again = lib.teacher_dataset(L, 400, 300, 10, snr_db=20.0, seed=5)
+    again = lib.linear_teacher_dataset(L, 400, 300, 10, snr_db=20.0, seed=5)
     assert torch.equal(again["y_test"], D["y_test"])
 
 
@@ -54,9 +54,9 @@ def test_noise_bad_input():
         lib.add_output_noise(y, 20.0, seed=1.5)
     L = torch.randn(5, 1, 2)
     with pytest.raises(ValueError, match="n_train"):
-        lib.teacher_dataset(L, 0, 3, 5)
+        lib.linear_teacher_dataset(L, 0, 3, 5)
     with pytest.raises(ValueError, match="L must have 3"):
-        lib.teacher_dataset(torch.randn(5, 2), 3, 3, 5)
+        lib.linear_teacher_dataset(torch.randn(5, 2), 3, 3, 5)
 
 
 # ----------------------------------------------------------------------------- delay

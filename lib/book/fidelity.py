@@ -87,7 +87,7 @@ def _glue(data: dict) -> None:
 
 # The ledgers: one TOML file a paper (book/claims/PAPER.toml), a table [claim.KEY] or
 # [erratum.KEY] an entry, holding the words of each record; the chapters supply the numbers.
-LEDGER = Path(__file__).resolve().parent.parent / "book" / "claims"
+LEDGER = Path(__file__).resolve().parents[2] / "book" / "claims"
 TEXT_FIELDS = {"claim": ("what", "published", "section"),
                "erratum": ("where", "statement", "correction", "section")}
 

@@ -1,13 +1,13 @@
 """Teacher-student data of Part I (Emami et al. 2021, Section 5.1): a linear system's outputs.
 
-    ``teacher_dataset``   i.i.d. Gaussian inputs through a teacher's taps, plus output noise at
+    ``linear_teacher_dataset``   i.i.d. Gaussian inputs through a teacher's taps, plus output noise at
                           a given SNR in dB (``add_output_noise``).
     ``delay_taps``        a teacher's impulse response shifted by ``delay`` steps (the Fig. 3 task).
 
 The teacher is any causal convolution with taps L (T_L, n_y, n_x), e.g. a teacher RNN's
 ``markov_parameters(T)``.  Chapters 4 (section "The task and the two students") and 5 (section
 "The task, and what 'delay added to a true system' means") draw their data here.  (The online teacher tasks of
-Part III, a linear self-attention teacher, are :class:`lib.tasks.TeacherTask`.)
+Part III, a linear self-attention teacher, are :class:`lib.tasks.AttentionTeacherTask`.)
 
 Shapes follow the library convention: x (N, T, n_x), y (N, T, n_y), taps L (T, n_y, n_x).
 """
@@ -20,7 +20,7 @@ import torch
 from ._checks import as_tensor, finite_real, positive_int, positive_real, seed_int
 from .linear_rnn import causal_conv
 
-__all__ = ["add_output_noise", "teacher_dataset", "delay_taps"]
+__all__ = ["add_output_noise", "linear_teacher_dataset", "delay_taps"]
 
 
 def add_output_noise(y: torch.Tensor, snr_db: float, seed: int = 0,
@@ -43,7 +43,7 @@ def add_output_noise(y: torch.Tensor, snr_db: float, seed: int = 0,
     return y + e, s2
 
 
-def teacher_dataset(L: torch.Tensor, n_train: int, n_test: int, T: int, *, snr_db: float = 20.0,
+def linear_teacher_dataset(L: torch.Tensor, n_train: int, n_test: int, T: int, *, snr_db: float = 20.0,
                     seed: int = 0) -> dict[str, torch.Tensor | float]:
     """Inputs x ~ N(0, I) i.i.d., clean outputs causal_conv(L, x), plus output noise at ``snr_db``.
 

@@ -1,18 +1,18 @@
-"""lib.Claims: a claim is asserted at the settings it was argued for, reported elsewhere."""
+"""lib.book.argued.ArguedSettings: a check is asserted at the settings it was argued for, reported elsewhere."""
 import pytest
 
-import lib
+from lib.book.argued import ArguedSettings
 
 
 def test_claims_assert_at_the_argued_settings():
-    c = lib.Claims({"steps": 3000, "lr": 2e-2}, {"steps": 3000, "lr": 0.02, "other": 1})
+    c = ArguedSettings({"steps": 3000, "lr": 2e-2}, {"steps": 3000, "lr": 0.02, "other": 1})
     assert c.asserted and c.check(True, "fine")
     with pytest.raises(AssertionError, match="loss below"):
         c.check(False, "loss below 1e-3")
 
 
 def test_claims_report_elsewhere(capsys):
-    c = lib.Claims({"steps": 3000, "lr": 2e-2}, {"steps": 500, "lr": 2e-2})
+    c = ArguedSettings({"steps": 3000, "lr": 2e-2}, {"steps": 500, "lr": 2e-2})
     assert not c.asserted
     assert c.check(False, "loss below 1e-3") is False
     out = capsys.readouterr().out
@@ -21,6 +21,6 @@ def test_claims_report_elsewhere(capsys):
 
 def test_claims_bad_input():
     with pytest.raises(ValueError, match="argued"):
-        lib.Claims({}, {})
+        ArguedSettings({}, {})
     with pytest.raises(ValueError, match="not defined in the chapter: steps"):
-        lib.Claims({"steps": 1}, {})
+        ArguedSettings({"steps": 1}, {})

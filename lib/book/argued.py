@@ -1,9 +1,9 @@
-"""Claims of a chapter that were argued for particular settings.
+"""The settings a chapter's checks were argued for.
 
 A chapter asserts each of its claims.  Some claims are exact identities and hold at every
 parameter value; others -- "training reaches this loss", "this coefficient is within 10 % of
 eta*" -- were argued for the settings the chapter runs at by default (its book and paper
-scales).  :class:`Claims` asserts those at the settings they were argued for and, when a reader
+scales).  :class:`ArguedSettings` asserts those at the settings they were argued for and, when a reader
 re-executes the chapter with other values, prints whether each claim holds instead of
 stopping the chapter, naming the settings that differ.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["Claims"]
+__all__ = ["ArguedSettings"]
 
 
 def _same(a, b) -> bool:
@@ -23,8 +23,8 @@ def _same(a, b) -> bool:
     return a == b
 
 
-class Claims:
-    """``Claims(argued, current)``: ``argued`` maps setting names to the values the claims were
+class ArguedSettings:
+    """``ArguedSettings(argued, current)``: ``argued`` maps setting names to the values the claims were
     argued for, ``current`` is where the chapter's values live (e.g. ``globals()``).
 
     Used by Chapters 3-6, 9, 11 and 12 for the claims argued for their default settings (first in

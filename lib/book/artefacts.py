@@ -18,16 +18,32 @@ from pathlib import Path
 
 import torch
 
-from .data import sha256 as sha256_of
+from ..data import sha256 as sha256_of
 
 __all__ = ["load_run", "load_chapter_run", "chapter_folder", "glue_json", "jsonable", "RESULTS", "sha256_of",
-           "manifest_path", "verify"]
+           "manifest_path", "read_manifest", "verify"]
 
-RESULTS = Path(__file__).resolve().parent.parent / "results"
+RESULTS = Path(__file__).resolve().parents[2] / "results"
 
 
 def manifest_path(root: Path | None = None) -> Path:
     return (root or RESULTS) / "MANIFEST.sha256"
+
+
+def read_manifest(root: Path | None = None) -> dict[str, str]:
+    """``results/MANIFEST.sha256`` as {path relative to the results folder: SHA-256} ({} when absent);
+    a malformed line is a ValueError naming the file and the line."""
+    path = manifest_path(root)
+    lines = {}
+    if path.is_file():
+        for n, line in enumerate(path.read_text().splitlines(), 1):
+            if not line.strip():
+                continue
+            parts = line.split(None, 1)
+            if len(parts) != 2 or len(parts[0]) != 64 or any(c not in "0123456789abcdef" for c in parts[0]):
+                raise ValueError(f"{path}, line {n}: expected '<sha256>  <path>', got {line!r}")
+            lines[parts[1].strip()] = parts[0]
+    return lines
 
 
 def verify(files, root: Path, command: str) -> None:
@@ -38,11 +54,7 @@ def verify(files, root: Path, command: str) -> None:
     for f in [manifest, *files]:
         if not f.is_file():
             raise FileNotFoundError(f"{f} is missing: write it with `{command}`")
-    expected = {}
-    for line in manifest.read_text().splitlines():
-        if line.strip():
-            digest, rel = line.split(None, 1)
-            expected[rel.strip()] = digest
+    expected = read_manifest(root)
     for f in files:
         rel = f.relative_to(root).as_posix()
         if rel not in expected:
@@ -129,8 +141,7 @@ def load_run(name: str, root: str | Path | None = None) -> dict:
     Raises ``FileNotFoundError`` (naming the file and the command that writes it) if the run
     is missing and ``ValueError`` if a checksum does not match.
     """
-    from .gated import StackedGatedRNN
-    from .recurrent_cells import ModuleStack, RecurrentNet
+    from ..architectures import build
 
     root = Path(root) if root is not None else RESULTS
     folder = root / name
@@ -141,11 +152,7 @@ def load_run(name: str, root: str | Path | None = None) -> dict:
     groups = []
     for g in data["groups"]:
         kind, layers = g.get("kind", "gated"), g.get("layers", 1)
-        if kind == "gated":
-            model = StackedGatedRNN(data["d_in"], g["widths"], data["d_out"], g["seeds"], dtype=torch.float64)
-        else:
-            model = ModuleStack([RecurrentNet(kind, data["d_in"], w, data["d_out"], layers=layers, seed=s,
-                                              dtype=torch.float64) for w, s in zip(g["widths"], g["seeds"])])
+        model = build(kind, layers, data["d_in"], g["widths"], data["d_out"], g["seeds"], dtype=torch.float64)
         model.load_state_dict({k: v.double() for k, v in g["state"].items()})
         groups.append({"kind": kind, "layers": layers, "widths": g["widths"], "seeds": g["seeds"],
                        "history": g["history"], "seconds": g["seconds"], "model": model,

@@ -11,6 +11,8 @@ from __future__ import annotations
 import matplotlib as mpl
 import matplotlib.pyplot as plt
 
+from ..architectures import ARCHITECTURES
+
 # Okabe-Ito palette (colour-blind safe)
 PALETTE = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#F0E442", "#000000"]
 
@@ -20,7 +22,7 @@ MODEL_COLORS = {
     "conv": PALETTE[2],
     "theory": "#000000",
     "attention": PALETTE[3],
-    "gated_rnn": PALETTE[4],
+    "gated_rnn": ARCHITECTURES["gated"].color,
 }
 
 STYLE = {

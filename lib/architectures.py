@@ -1,0 +1,89 @@
+"""The architecture registry of Part III: every network kind the book trains, its constructor,
+its label and its colour, declared once.
+
+Chapter 13 (section "sec-fig4") compares, as Fig. 4 of Zucchet et al. (2023) does, the gated RNN
+of eq. (2) with the LRU (GLU on the output; In+Out: GLU on input and output; In+Skip: input GLU,
+output GLU's gate on the layer input), the LSTM and the GRU, at one or two layers.  The runner
+(``tools/paper.py``), the loader of stored runs (:func:`lib.book.artefacts.load_run`) and the
+chapter all build networks and name them through :func:`build` and :func:`label`, so adding an
+architecture is one entry here (and, for Fig. 4, one line of the experiment registry).
+
+    ARCHITECTURES      kind -> Architecture(kind, name, color, layers)
+    build(kind, layers, d_in, widths, d_out, seeds)   the stack of networks trained together
+    label(kind, layers)                               "LSTM, 2 layers"
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from ._checks import positive_int
+from .gated import StackedGatedRNN
+from .recurrent_cells import RECURRENT_KINDS, ModuleStack, RecurrentNet
+
+__all__ = ["Architecture", "ARCHITECTURES", "build", "label"]
+
+# Okabe-Ito (colour-blind safe), the palette of lib.book.plotting
+_BLUE, _VERMILION, _GREEN, _PURPLE, _ORANGE, _SKY = "#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9"
+
+
+@dataclass(frozen=True)
+class Architecture:
+    """A network kind: ``name`` for tables and legends, ``color`` for figures, the layer counts
+    it can be built with."""
+
+    kind: str
+    name: str
+    color: str
+    layers: tuple[int, ...] = (1, 2)
+
+
+ARCHITECTURES: dict[str, Architecture] = {a.kind: a for a in (
+    Architecture("gated", "gated RNN (eq. 2)", _ORANGE, layers=(1,)),
+    Architecture("lru", "LRU", _SKY),
+    Architecture("lru_in_out", "LRU In+Out", _GREEN),
+    Architecture("lru_in_skip", "LRU In+Skip", _PURPLE),
+    Architecture("lstm", "LSTM", _BLUE),
+    Architecture("gru", "GRU", _VERMILION),
+)}
+assert set(ARCHITECTURES) - {"gated"} == set(RECURRENT_KINDS)
+
+
+def _check(kind: str, layers: int) -> Architecture:
+    if kind not in ARCHITECTURES:
+        raise ValueError(f"kind must be one of {', '.join(ARCHITECTURES)}, got {kind!r}")
+    arch = ARCHITECTURES[kind]
+    layers = positive_int("layers", layers)
+    if layers not in arch.layers:
+        raise ValueError(f"{arch.name} is built with layers in {arch.layers}, got {layers}")
+    return arch
+
+
+def label(kind: str, layers: int) -> str:
+    """The name of a network in tables and legends: "gated RNN (eq. 2)", "LSTM, 2 layers".
+
+    Used in Chapter 13, section "sec-fig4-stored"."""
+    arch = _check(kind, layers)
+    return arch.name if kind == "gated" else f"{arch.name}, {layers} layer{'s' * (layers > 1)}"
+
+
+def build(kind: str, layers: int, d_in: int, widths, d_out: int, seeds, *, dtype: torch.dtype = torch.float32,
+          device: torch.device | str = "cpu"):
+    """The networks of one group, stacked for :func:`lib.online.train_online`: member k has width
+    ``widths[k]`` and initial weights from ``seeds[k]``.  A :class:`lib.gated.StackedGatedRNN` for
+    ``kind="gated"``, else a :class:`lib.recurrent_cells.ModuleStack` of
+    :class:`lib.recurrent_cells.RecurrentNet`.
+
+    Used by ``tools/paper.py`` to train the runs of Chapter 13, section "sec-fig4", and by
+    :func:`lib.book.artefacts.load_run` to rebuild them.
+    """
+    _check(kind, layers)
+    widths, seeds = list(widths), list(seeds)
+    if not widths or len(widths) != len(seeds):
+        raise ValueError(f"widths and seeds must be non-empty lists of equal length, got {len(widths)} and "
+                         f"{len(seeds)}")
+    if kind == "gated":
+        return StackedGatedRNN(d_in, widths, d_out, seeds, dtype=dtype, device=device)
+    return ModuleStack([RecurrentNet(kind, d_in, w, d_out, layers=layers, seed=s, dtype=dtype)
+                        for w, s in zip(widths, seeds)]).to(device)

@@ -1,0 +1,243 @@
+"""The experiment registry: every setting of every chapter that depends on the scale, that a
+check is argued for, or that a stored run uses -- declared once, with where it stands in the paper.
+
+The declarations are data, one file a paper: ``book/experiments/{emami,sperduti,zucchet}.toml``.
+A chapter's table holds a :class:`Setting` for each such knob -- its value at ``scale="book"``
+and at ``scale="paper"`` (or one ``value`` for both) and ``where`` the paper states it, or why
+the book chose it -- and the chapter's stored paper-scale runs (``[CHAPTER.run.NAME]``).
+Settings shared by several chapters stand once under ``[common.NAME]`` and are taken in with
+``include``; a paper value may be ``{ widths_of = [runs] }`` (the widths of those runs) or
+``{ range = [start, stop, step] }``.  Everything else derives from the registry:
+
+* the chapter's parameters cell leaves these knobs at ``None``, and the cell after it fills them
+  with :meth:`Experiment.choose` (the scale rule: an explicit value always wins);
+* :meth:`Experiment.argued` gives the settings a group of the chapter's checks was argued for,
+  which :class:`lib.book.argued.ArguedSettings` compares with the chapter's values;
+* ``tools/paper.py`` (``make paper``) trains the Part III runs (:class:`OnlineRun`) with the
+  paper column of their chapter's settings, and executes the Part I chapters whose paper scale
+  is stored (``stored_chapter = true``) at ``scale="paper"``; the stored run's meta and the
+  Reproducibility appendix read the same objects.
+
+Networks are built by the architecture registry, :mod:`lib.architectures`.
+"""
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = ["Setting", "Group", "OnlineRun", "Experiment", "EXPERIMENTS", "RUNS", "REGISTRY", "experiment",
+           "run_of", "stored_chapters", "load"]
+
+SCALES = ("book", "paper")
+REGISTRY = Path(__file__).resolve().parents[2] / "book" / "experiments"
+# the settings a run of each task takes from its chapter (same name, or renamed in its `uses`)
+RUN_KEYS = {"teacher": ("d", "T", "batch", "x_std", "steps", "lr", "lr_min", "weight_decay"),
+            "icl": ("T", "d_x", "d_y", "batch", "sigma_w2", "sigma_x2", "steps", "lr", "lr_min", "weight_decay")}
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One knob: its value at ``scale="book"`` and at ``scale="paper"``, and where the paper
+    states it (or, for a knob the paper leaves open, the book's reason)."""
+
+    book: Any
+    paper: Any
+    where: str
+
+    def at(self, scale: str):
+        if scale not in SCALES:
+            raise ValueError(f"scale must be 'book' or 'paper', got {scale!r}")
+        return self.book if scale == "book" else self.paper
+
+
+def fixed(value, where: str) -> Setting:
+    """A setting that is the same at both scales."""
+    return Setting(value, value, where)
+
+
+@dataclass(frozen=True)
+class Group:
+    """Networks trained together in one stacked step (Part III): an architecture of
+    :mod:`lib.architectures` (``kind``, ``layers``), one width and one model seed a member; member
+    k draws its data from ``data_seeds[k]`` (default ``1000 + seeds[k]``)."""
+
+    widths: tuple[int, ...]
+    seeds: tuple[int, ...]
+    kind: str = "gated"
+    layers: int = 1
+    data_seeds: tuple[int, ...] | None = None
+
+    def __post_init__(self):
+        if len(self.widths) != len(self.seeds) or not self.widths:
+            raise ValueError(f"a group needs one seed per width, got {self.widths} and {self.seeds}")
+        if self.data_seeds is not None and len(self.data_seeds) != len(self.seeds):
+            raise ValueError("data_seeds must have one seed per member")
+
+    @property
+    def member_data_seeds(self) -> list[int]:
+        return list(self.data_seeds) if self.data_seeds is not None else [1000 + s for s in self.seeds]
+
+
+@dataclass(frozen=True)
+class OnlineRun:
+    """A Part III paper-scale run, trained once by ``make paper EXP=name`` and stored in
+    ``results/name``: its task and sizes are the *paper* column of the chapter's settings (the
+    setting of the same name as each run key, or the one ``uses`` names), its networks the
+    ``groups``."""
+
+    name: str
+    what: str
+    task: str                                   # "teacher" or "icl"
+    groups: tuple[Group, ...]
+    uses: dict[str, str] = field(default_factory=dict)
+    teacher_seeds: tuple[int, ...] = ()
+    teacher_scale: float = 1.0
+    snapshots: tuple[int, ...] = ()             # steps at which the weights are kept as well
+
+    def setting_of(self, key: str) -> str:
+        return self.uses.get(key, key)
+
+    def config(self, exp: "Experiment") -> dict:
+        """The run's settings: the chapter's paper column under the run's own keys."""
+        cfg = {key: exp.settings[self.setting_of(key)].paper for key in RUN_KEYS[self.task]}
+        if self.task == "teacher":
+            cfg.update(teacher_seeds=list(self.teacher_seeds), teacher_scale=self.teacher_scale)
+        return cfg
+
+    @property
+    def widths(self) -> list[int]:
+        return [w for g in self.groups for w in g.widths]
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """The declared settings of one chapter, and its stored runs."""
+
+    chapter: str
+    settings: dict[str, Setting]
+    runs: tuple[OnlineRun, ...] = ()
+    stored_chapter: bool = False     # Part I: the chapter executed at scale="paper" is stored
+    what: str = ""
+
+    def value(self, name: str, scale: str):
+        if name not in self.settings:
+            raise KeyError(f"{self.chapter} declares no setting {name!r}; it declares: {', '.join(self.settings)}")
+        return self.settings[name].at(scale)
+
+    def choose(self, scale: str, **given):
+        """The scale rule: each declared setting passed as ``name=value`` takes ``value`` when it is
+        not ``None`` (the reader set it), else its ``scale`` column.  Every declared setting must be
+        passed, and nothing else.  Returns the values in the order given (one value for one)."""
+        missing = [n for n in self.settings if n not in given]
+        extra = [n for n in given if n not in self.settings]
+        if missing or extra:
+            raise ValueError(f"{self.chapter}: choose() must receive exactly the declared settings"
+                             + (f"; missing: {', '.join(missing)}" if missing else "")
+                             + (f"; not declared: {', '.join(extra)}" if extra else ""))
+        out = [v if v is not None else self.value(n, scale) for n, v in given.items()]
+        return out[0] if len(out) == 1 else tuple(out)
+
+    def argued(self, scale: str, *names: str) -> dict:
+        """``{name: value at scale}`` for the named settings: what a group of checks was argued for."""
+        if not names:
+            raise ValueError("argued() needs the names of the settings the checks were argued for")
+        return {n: self.value(n, scale) for n in names}
+
+
+# ----------------------------------------------------------------------------- reading the files
+
+def _value(raw, tuple_: bool):
+    """A TOML value as the chapters use it: arrays of arrays are lists of tuples; ``tuple = true``
+    makes the value itself a tuple."""
+    if isinstance(raw, list) and raw and all(isinstance(r, list) for r in raw):
+        raw = [tuple(r) for r in raw]
+    return tuple(raw) if tuple_ else raw
+
+
+def _setting(where_from: str, name: str, raw: dict) -> Setting:
+    keys = set(raw)
+    if not isinstance(raw, dict) or "where" not in keys or not (keys >= {"book", "paper"} or "value" in keys) \
+            or keys - {"book", "paper", "value", "where", "tuple"}:
+        raise ValueError(f"{where_from}: setting {name} must be {{ book = ..., paper = ..., where = ... }} or "
+                         f"{{ value = ..., where = ... }}, got {raw!r}")
+    t = bool(raw.get("tuple", False))
+    if "value" in raw:
+        return fixed(_value(raw["value"], t), raw["where"])
+    return Setting(_value(raw["book"], t), raw["paper"] if isinstance(raw["paper"], dict) else _value(raw["paper"], t),
+                   raw["where"])
+
+
+def _run(where_from: str, name: str, raw: dict) -> OnlineRun:
+    groups = tuple(Group(tuple(g["widths"]), tuple(g["seeds"]), g.get("kind", "gated"), g.get("layers", 1),
+                         tuple(g["data_seeds"]) if "data_seeds" in g else None) for g in raw["groups"])
+    if raw["task"] not in RUN_KEYS:
+        raise ValueError(f"{where_from}: run {name} has task {raw['task']!r}; tasks: {', '.join(RUN_KEYS)}")
+    return OnlineRun(name, raw["what"], raw["task"], groups, dict(raw.get("uses", {})),
+                     tuple(raw.get("teacher_seeds", ())), float(raw.get("teacher_scale", 1.0)),
+                     tuple(raw.get("snapshots", ())))
+
+
+def load(folder: Path = REGISTRY) -> dict[str, Experiment]:
+    """Every chapter's :class:`Experiment`, read from the registry files of ``folder``."""
+    tables, common = {}, {}
+    for path in sorted(folder.glob("*.toml")):
+        data = tomllib.loads(path.read_text())
+        for name, table in data.pop("common", {}).items():
+            common[name] = {k: _setting(f"{path.name} [common.{name}]", k, v) for k, v in table.items()}
+        for chapter, table in data.items():
+            if chapter in tables:
+                raise ValueError(f"{chapter} is declared twice (again in {path.name})")
+            tables[chapter] = (path.name, table)
+    experiments, widths = {}, {}
+    for chapter, (src, table) in tables.items():
+        table = dict(table)
+        what, stored = table.pop("what", ""), bool(table.pop("stored_chapter", False))
+        settings = {}
+        for name in table.pop("include", []):
+            if name not in common:
+                raise ValueError(f"{src} [{chapter}]: include {name!r} names no [common] table")
+            settings.update(common[name])
+        runs = tuple(_run(f"{src} [{chapter}]", n, r) for n, r in table.pop("run", {}).items())
+        settings.update({k: _setting(f"{src} [{chapter}]", k, v) for k, v in table.items()})
+        experiments[chapter] = Experiment(chapter, settings, runs, stored, what)
+        widths.update({r.name: r.widths for r in runs})
+    for exp in experiments.values():                       # paper values that refer to runs or ranges
+        for name, s in list(exp.settings.items()):
+            if isinstance(s.paper, dict):
+                if set(s.paper) == {"widths_of"}:
+                    value = sorted({w for run in s.paper["widths_of"] for w in widths[run]})
+                elif set(s.paper) == {"range"}:
+                    value = list(range(*s.paper["range"]))
+                else:
+                    raise ValueError(f"{exp.chapter}: paper value of {name} must be a value, "
+                                     f"{{ widths_of = [...] }} or {{ range = [...] }}, got {s.paper!r}")
+                exp.settings[name] = Setting(s.book, value, s.where)
+        for run in exp.runs:
+            missing = [run.setting_of(k) for k in RUN_KEYS[run.task] if run.setting_of(k) not in exp.settings]
+            if missing:
+                raise ValueError(f"{exp.chapter}: run {run.name} needs the settings {', '.join(missing)}")
+    return experiments
+
+
+EXPERIMENTS: dict[str, Experiment] = load()
+RUNS: dict[str, tuple[Experiment, OnlineRun]] = {r.name: (e, r) for e in EXPERIMENTS.values() for r in e.runs}
+
+
+def experiment(chapter: str) -> Experiment:
+    """The declared experiment of ``chapter`` ("11_learning_attention_teacher"); a chapter with no
+    table in the registry has no declared setting."""
+    return EXPERIMENTS.get(chapter, Experiment(chapter, {}))
+
+
+def run_of(name: str) -> tuple[Experiment, OnlineRun]:
+    """The stored Part III run ``name`` and the experiment it belongs to."""
+    if name not in RUNS:
+        raise KeyError(f"unknown stored run {name!r}; declared: {', '.join(RUNS)}")
+    return RUNS[name]
+
+
+def stored_chapters() -> list[Experiment]:
+    """The Part I experiments whose paper scale is a stored execution of the chapter."""
+    return [e for e in EXPERIMENTS.values() if e.stored_chapter]
