@@ -223,7 +223,7 @@ def _member_losses(model: nn.Module, x: torch.Tensor, y: torch.Tensor, last_only
 
 def _check_model_and_task(model: nn.Module, task, K: int):
     """Model and task agree before any work: members, device, dtype, and the model's output
-    shape against the target's on one batch drawn from throw-away generators."""
+    shape against the target's, on a batch of zeros of the task's input shape (no data drawn)."""
     if getattr(task, "K", K) != K:
         raise ValueError(f"task has {task.K} members (teachers), model has {K}")
     param = next(model.parameters())
@@ -237,12 +237,11 @@ def _check_model_and_task(model: nn.Module, task, K: int):
         m, t = getattr(model, side, None), getattr(task, side, None)
         if m is not None and t is not None and m != t:
             raise ValueError(f"model {side} = {m} but task {side} = {t}")
-    gens = [torch.Generator(device=device).manual_seed(0) for _ in range(K)]
-    x, y = task.sample(gens)
+    x_shape, y_shape = task.shapes(2)
     with torch.no_grad():
-        out = model(x, last_only=task.last_only)
-    if tuple(out.shape) != tuple(y.shape):
-        raise ValueError(f"model output shape {tuple(out.shape)} != task target shape {tuple(y.shape)} "
+        out = model(torch.zeros(x_shape, dtype=dtype, device=device), last_only=task.last_only)
+    if tuple(out.shape) != tuple(y_shape):
+        raise ValueError(f"model output shape {tuple(out.shape)} != task target shape {tuple(y_shape)} "
                          "(no broadcasting: the loss would train another objective)")
     return device, dtype
 
@@ -318,6 +317,8 @@ def train_online(model: nn.Module, task, *, steps: int, data_seeds, lr: float = 
                 g.set_state(s)
         run.update({k: state[k] for k in ("hist_step", "hist_loss", "cnt", "step", "snapshots", "segments")})
         run["acc"].copy_(state["acc"])
+        if hasattr(task, "load_state_dict"):
+            task.load_state_dict(state.get("task", {}))
     start = run["step"]
     run["segments"] = list(run["segments"]) + [{**(segment or {}), "first_step": start + 1}]
 
@@ -347,7 +348,7 @@ def train_online(model: nn.Module, task, *, steps: int, data_seeds, lr: float = 
             ckpt.save({"config": config, "model": model.state_dict(), "optimizer": opt.state_dict(),
                        "generators": [g.get_state() for g in gens] if not use_graph else [],
                        **{k: run[k] for k in ("hist_step", "hist_loss", "cnt", "step", "snapshots", "segments")},
-                       "acc": run["acc"].cpu()})
+                       "acc": run["acc"].cpu(), "task": task.state_dict() if hasattr(task, "state_dict") else {}})
     if bar is not None:
         bar.close()
     seconds = time.perf_counter() - t0

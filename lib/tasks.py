@@ -53,12 +53,19 @@ class AttentionTeacherTask:
     Args:
         W_V, W_K, W_Q: (K, d, d) teacher weights (``lsa_teachers``).
         T: sequence length; batch: sequences per step and member; x_std: input scale.
+        pool: ``None`` (default): every step draws fresh sequences.  An integer: the data
+            protocol of App. B.1 -- a fixed training set of ``pool`` sequences a member (drawn
+            once from ``torch.Generator().manual_seed(pool_seeds[k])``), gone through in epochs,
+            each epoch a fresh permutation drawn from the member's generator; a final partial
+            batch of an epoch is completed from the next epoch (Chapter 11, section
+            "sec-teacher-protocol").
+        pool_seeds: one seed a member for its pool (required with ``pool``).
     """
 
     last_only = False
 
     def __init__(self, W_V, W_K, W_Q, *, T: int, batch: int, x_std: float,
-                 dtype: torch.dtype = torch.float32, device="cpu"):
+                 dtype: torch.dtype = torch.float32, device="cpu", pool: int | None = None, pool_seeds=None):
         W_V = as_tensor("W_V", W_V, 3)
         if W_V.shape[1] != W_V.shape[2]:
             raise ValueError(f"W_V must have shape (K, d, d), got {tuple(W_V.shape)}")
@@ -73,11 +80,20 @@ class AttentionTeacherTask:
         self.d_in = self.d_out = self.d
         self.dtype, self.device = dtype, torch.device(device)
         self.W_V, self.W_K, self.W_Q = (w.to(dtype=dtype, device=self.device) for w in (W_V, W_K, W_Q))
+        self.pool = None if pool is None else positive_int("pool", pool)
+        self._pool = None                       # (x, y) of every member, made on first use
+        if self.pool is not None:
+            if pool_seeds is None or len(list(pool_seeds)) != self.K:
+                raise ValueError(f"pool_seeds must give one seed a member ({self.K}) when pool is set")
+            self.pool_seeds = [seed_int("pool_seeds entry", s) for s in pool_seeds]
+            self._order = [None] * self.K       # the current epoch's permutation, a member
+            self._pos = [0] * self.K            # sequences of it already used
 
     def astype(self, dtype: torch.dtype) -> "AttentionTeacherTask":
         """The same task drawing (and computing targets) in ``dtype``."""
         return AttentionTeacherTask(self.W_V, self.W_K, self.W_Q, T=self.T, batch=self.batch, x_std=self.x_std,
-                           dtype=dtype, device=self.device)
+                                    dtype=dtype, device=self.device, pool=self.pool,
+                                    pool_seeds=getattr(self, "pool_seeds", None))
 
     def teacher_output(self, x: torch.Tensor) -> torch.Tensor:
         """Causal linear self-attention of every member's teacher: (K, B, T, d) -> (K, B, T, d)."""
@@ -89,10 +105,58 @@ class AttentionTeacherTask:
         scores = (q @ k.transpose(-1, -2)).tril()                    # (K, B, T_query, T_key)
         return scores @ v
 
+    def shapes(self, n: int = 2) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """The shapes of (x, y) of a batch of ``n`` sequences a member (no data is drawn)."""
+        return (self.K, n, self.T, self.d), (self.K, n, self.T, self.d)
+
     def sample(self, generators):
+        if self.pool is not None:
+            return self._sample_pool(generators)
         x = torch.stack([torch.randn(self.batch, self.T, self.d, generator=g, dtype=self.dtype,
                                      device=self.device) for g in generators]) * self.x_std
         return x, self.teacher_output(x)
+
+    # -- the fixed training set of App. B.1
+    def _make_pool(self):
+        xs = []
+        for s in self.pool_seeds:
+            g = torch.Generator(device=self.device).manual_seed(s)
+            xs.append(torch.randn(self.pool, self.T, self.d, generator=g, dtype=self.dtype, device=self.device))
+        x = torch.stack(xs) * self.x_std                                   # (K, pool, T, d)
+        y = torch.cat([self.teacher_output(x[:, i:i + 1024]) for i in range(0, self.pool, 1024)], dim=1)
+        self._pool = (x, y)
+
+    def _indices(self, k: int, g) -> torch.Tensor:
+        out, need = [], self.batch
+        while need:
+            if self._order[k] is None or self._pos[k] == self.pool:
+                self._order[k] = torch.randperm(self.pool, generator=g, device=self.device)
+                self._pos[k] = 0
+            take = min(need, self.pool - self._pos[k])
+            out.append(self._order[k][self._pos[k]:self._pos[k] + take])
+            self._pos[k] += take
+            need -= take
+        return torch.cat(out)
+
+    def _sample_pool(self, generators):
+        if self._pool is None:
+            self._make_pool()
+        x_pool, y_pool = self._pool
+        idx = [self._indices(k, g) for k, g in enumerate(generators)]
+        return (torch.stack([x_pool[k, i] for k, i in enumerate(idx)]),
+                torch.stack([y_pool[k, i] for k, i in enumerate(idx)]))
+
+    def state_dict(self) -> dict:
+        """Where each member stands in its epoch (what a checkpoint needs to resume exactly)."""
+        if self.pool is None:
+            return {}
+        return {"order": [None if o is None else o.cpu() for o in self._order], "pos": list(self._pos)}
+
+    def load_state_dict(self, state: dict) -> None:
+        if self.pool is None:
+            return
+        self._order = [None if o is None else o.to(self.device) for o in state["order"]]
+        self._pos = list(state["pos"])
 
 
 class ICLTask:
@@ -118,6 +182,10 @@ class ICLTask:
         """The same task drawing in ``dtype``."""
         return ICLTask(K=self.K, T=self.T, d_x=self.d_x, d_y=self.d_y, batch=self.batch, sigma_w2=self.sigma_w2,
                        sigma_x2=self.sigma_x2, dtype=dtype, device=self.device)
+
+    def shapes(self, n: int = 2) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """The shapes of (x, y) of a batch of ``n`` tasks a member (no data is drawn)."""
+        return (self.K, n, self.T + 1, self.d_x + self.d_y), (self.K, n, self.d_y)
 
     def draw(self, g: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
         """One model's batch: tokens (B, T+1, d_x + d_y) with the query's y zeroed, target (B, d_y)."""

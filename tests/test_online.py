@@ -117,3 +117,42 @@ def test_output_and_target_must_have_one_shape():
     with pytest.raises(ValueError, match="d_out|shape"):
         lib.train_online(narrow, task, steps=3, data_seeds=[0])
     assert all(torch.equal(p, q) for p, q in zip(before, narrow.parameters()))
+
+
+def test_pool_protocol_goes_through_epochs_and_resumes_exactly(tmp_path):
+    """App. B.1's protocol: a fixed set of sequences in shuffled epochs; an interrupted run resumes
+    where its epoch stood (bit-identical on the CPU)."""
+    W = lib.lsa_teachers(3, [0, 1])
+
+    def task():
+        return lib.AttentionTeacherTask(*W, T=4, batch=3, x_std=0.5, dtype=F64, pool=7, pool_seeds=[5, 6])
+
+    t = task()
+    g = [torch.Generator().manual_seed(1), torch.Generator().manual_seed(2)]
+    seen = torch.cat([t.sample(g)[0][0] for _ in range(7)])           # 21 sequences = 3 epochs of 7
+    x_pool = t._pool[0][0]
+    for e in range(3):
+        epoch = seen[7 * e:7 * (e + 1)]
+        assert all(any(torch.equal(s, p) for p in x_pool) for s in epoch)     # drawn from the pool
+        assert len({tuple(s.flatten().tolist()) for s in epoch}) == 7          # each sequence once
+    y_all = t.teacher_output(x_pool[None].expand(2, -1, -1, -1))[0]
+    assert torch.allclose(t._pool[1][0], y_all)
+    with pytest.raises(ValueError, match="pool_seeds"):
+        lib.AttentionTeacherTask(*W, T=4, batch=3, x_std=0.5, pool=7)
+
+    def stack():
+        return lib.StackedGatedRNN(3, [3, 4], 3, [0, 1], dtype=F64)
+
+    ref = lib.train_online(stack(), task(), steps=12, data_seeds=[1, 2], lr=1e-2, log_every=3)
+    ckpt = tmp_path / "c.pt"
+
+    def stop(step, losses):
+        if step == 9:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        lib.train_online(stack(), task(), steps=12, data_seeds=[1, 2], lr=1e-2, log_every=3, checkpoint=ckpt,
+                         checkpoint_every=5, on_log=stop)
+    out = lib.train_online(stack(), task(), steps=12, data_seeds=[1, 2], lr=1e-2, log_every=3, checkpoint=ckpt,
+                           checkpoint_every=5)
+    assert out["resumed_from"] == 5 and torch.equal(out["loss"], ref["loss"])

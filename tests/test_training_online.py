@@ -253,3 +253,17 @@ def test_a_stack_rebuilt_from_its_members_computes_what_it_computed():
         lib.StackedGatedRNN.from_members([stack.member(0), lib.StackedGatedRNN(2, [2], 2, [0], dtype=F64).member(0)])
     with pytest.raises(TypeError, match="non-empty list of GatedLinearRNN"):
         lib.StackedGatedRNN.from_members([])
+
+
+def test_groups_run_as_jobs_through_submitit(tmp_path):
+    """--executor local: every group of a declared run is a submitit job (local processes here, a
+    SLURM cluster elsewhere); the run is stored once the jobs are done."""
+    pytest.importorskip("submitit")
+    from tools import paper
+
+    root = tmp_path / "results"
+    out = paper.run("teacher_width", 2, "cpu", False, 1, root, executor="local", threads=1)
+    assert out == root / "teacher_width"
+    run = load_run("teacher_width", root)
+    assert run["meta"]["steps"] == 2 and len(run["meta"]["group_segments"]) == 4
+    assert all(seg["command"] for segs in run["meta"]["group_segments"] for seg in segs)

@@ -78,15 +78,21 @@ def config(name: str) -> dict:
     return {"task": spec.task, **spec.config(exp)}
 
 
-def make_task(cfg: dict, K: int, dtype, device):
-    """The training task of one group of K members (member k's teacher: teacher k, or the only one)."""
+def make_task(cfg: dict, group, dtype, device):
+    """The training task of one group (member k's teacher: teacher k, or the only one); with the
+    group's ``pool``, App. B.1's fixed training set (member k's from seed 10,000 + its data seed)."""
+    K = len(group.widths)
     if cfg["task"] == "teacher":
         W = lib.lsa_teachers(cfg["d"], cfg["teacher_seeds"], scale=cfg["teacher_scale"])
         if W[0].shape[0] == 1:
             W = tuple(w.expand(K, -1, -1) for w in W)
         elif W[0].shape[0] != K:
             raise ValueError("one teacher per member, or one teacher for all")
-        return lib.AttentionTeacherTask(*W, T=cfg["T"], batch=cfg["batch"], x_std=cfg["x_std"], dtype=dtype, device=device)
+        pool_seeds = [10_000 + s for s in group.member_data_seeds] if group.pool else None
+        return lib.AttentionTeacherTask(*W, T=cfg["T"], batch=cfg["batch"], x_std=cfg["x_std"], dtype=dtype,
+                                        device=device, pool=group.pool, pool_seeds=pool_seeds)
+    if group.pool:
+        raise ValueError("a fixed training set (pool) is implemented for the teacher task only")
     return lib.ICLTask(K=K, T=cfg["T"], d_x=cfg["d_x"], d_y=cfg["d_y"], batch=cfg["batch"],
                        sigma_w2=cfg["sigma_w2"], sigma_x2=cfg["sigma_x2"], dtype=dtype, device=device)
 
@@ -110,7 +116,7 @@ def run_group(name: str, i: int, steps: int, device: str, progress: bool = False
     done = work / f"group-{i}.pt"
     device = torch.device(device)
     d_in, d_out = _dims(cfg)
-    task = make_task(cfg, len(group.widths), torch.float32, device)
+    task = make_task(cfg, group, torch.float32, device)
     model = architectures.build(group.kind, group.layers, d_in, group.widths, d_out, group.seeds,
                                 dtype=torch.float32, device=device)
     segment = {"git_commit": git_commit(), "code_sha256": code_digest(), "device": device_name(device),
@@ -122,7 +128,7 @@ def run_group(name: str, i: int, steps: int, device: str, progress: bool = False
                             snapshots=[s for s in spec.snapshots if s < steps], segment=segment, progress=progress)
     hist["segments"][-1]["finished_utc"] = _utc()
     result = {"kind": group.kind, "layers": group.layers, "widths": list(group.widths), "seeds": list(group.seeds),
-              "data_seeds": group.member_data_seeds, "steps": steps,
+              "data_seeds": group.member_data_seeds, "pool": group.pool, "steps": steps,
               "state": {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()},
               "history": {"step": hist["step"], "loss": hist["loss"]},
               "snapshots": hist["snapshots"], "segments": hist["segments"],
@@ -180,7 +186,7 @@ def assemble(name: str, steps: int, root: Path | None = None, replace: bool = Fa
     meta = {
         "experiment": name, "chapter": exp.chapter, "what": spec.what,
         "config": {**cfg, "groups": [{"kind": g.kind, "layers": g.layers, "widths": list(g.widths),
-                                      "seeds": list(g.seeds), "data_seeds": g.member_data_seeds}
+                                      "seeds": list(g.seeds), "data_seeds": g.member_data_seeds, "pool": g.pool}
                                      for g in spec.groups], "snapshots": list(spec.snapshots)},
         "steps": steps, "paper_steps": paper_steps,
         "schedule": f"cosine from {cfg['lr']:g} to {cfg['lr_min']:g} over {steps:,} steps"

@@ -135,8 +135,8 @@ def load_run(name: str, root: str | Path | None = None) -> dict:
     Used in Chapter 11, section "sec-teacher-paper", Chapter 12, section "sec-icl-paper", and
     Chapter 13, section "sec-fig4-stored", to load the stored paper-scale runs.
 
-    Returns ``{"meta": dict, "task": dict, "groups": [{"kind", "layers", "widths", "seeds",
-    "history", "model", "members"}]}`` with float64 models: for gated groups a StackedGatedRNN
+    Returns ``{"meta": dict, "task": dict, "groups": [{"kind", "layers", "widths", "seeds", "pool",
+    "history", "snapshots", "segments", "model", "members"}]}`` with float64 models: for gated groups a StackedGatedRNN
     whose members are GatedLinearRNN, otherwise a ModuleStack of RecurrentNet members.
     Raises ``FileNotFoundError`` (naming the file and the command that writes it) if the run
     is missing and ``ValueError`` if a checksum does not match.
@@ -154,7 +154,7 @@ def load_run(name: str, root: str | Path | None = None) -> dict:
         kind, layers = g.get("kind", "gated"), g.get("layers", 1)
         model = build(kind, layers, data["d_in"], g["widths"], data["d_out"], g["seeds"], dtype=torch.float64)
         model.load_state_dict({k: v.double() for k, v in g["state"].items()})
-        groups.append({"kind": kind, "layers": layers, "widths": g["widths"], "seeds": g["seeds"],
+        groups.append({"kind": kind, "layers": layers, "widths": g["widths"], "seeds": g["seeds"], "pool": g.get("pool"),
                        "history": g["history"], "seconds": g["seconds"], "model": model,
                        "snapshots": g.get("snapshots", {}), "segments": g.get("segments", []),
                        "members": [model.member(k) for k in range(model.K)]})

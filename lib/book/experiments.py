@@ -68,6 +68,7 @@ class Group:
     kind: str = "gated"
     layers: int = 1
     data_seeds: tuple[int, ...] | None = None
+    pool: int | None = None       # None: fresh sequences every step; n: App. B.1's fixed set of n in epochs
 
     def __post_init__(self):
         if len(self.widths) != len(self.seeds) or not self.widths:
@@ -171,7 +172,7 @@ def _setting(where_from: str, name: str, raw: dict) -> Setting:
 
 def _run(where_from: str, name: str, raw: dict) -> OnlineRun:
     groups = tuple(Group(tuple(g["widths"]), tuple(g["seeds"]), g.get("kind", "gated"), g.get("layers", 1),
-                         tuple(g["data_seeds"]) if "data_seeds" in g else None) for g in raw["groups"])
+                         tuple(g["data_seeds"]) if "data_seeds" in g else None, g.get("pool")) for g in raw["groups"])
     if raw["task"] not in RUN_KEYS:
         raise ValueError(f"{where_from}: run {name} has task {raw['task']!r}; tasks: {', '.join(RUN_KEYS)}")
     return OnlineRun(name, raw["what"], raw["task"], groups, dict(raw.get("uses", {})),
