@@ -103,12 +103,14 @@ def as_tensor(name: str, value, ndim: int | tuple[int, ...], dtype=None) -> torc
     return value
 
 
-def sequence_pair(x, y) -> tuple[torch.Tensor, torch.Tensor]:
-    """Inputs x (N, T, n_x) and targets y (N, T, n_y) as tensors, checked to share N and T."""
-    x = as_tensor("x", x, 3)
-    y = as_tensor("y", y, 3)
+def sequence_pair(x, y, names: tuple[str, str] = ("x", "y")) -> tuple[torch.Tensor, torch.Tensor]:
+    """Inputs x (N, T, n_x) and targets y (N, T, n_y) as tensors, checked to share N and T
+    (``names``: what the caller calls them, for the messages)."""
+    nx, ny = names
+    x = as_tensor(nx, x, 3)
+    y = as_tensor(ny, y, 3)
     if x.shape[:2] != y.shape[:2]:
-        raise ValueError(f"x (N, T, n_x) = {tuple(x.shape)} and y (N, T, n_y) = {tuple(y.shape)} "
+        raise ValueError(f"{nx} (N, T, n_x) = {tuple(x.shape)} and {ny} (N, T, n_y) = {tuple(y.shape)} "
                          "must have the same N and T")
     return x, y
 
@@ -131,3 +133,83 @@ def fits_in_memory(what: str, n_bytes: float, fraction: float = 0.5) -> None:
     if n_bytes > fraction * total:
         raise MemoryError(f"{what} needs {n_bytes / 2**30:.1f} GiB, more than {fraction:.0%} of this "
                           f"machine's {total / 2**30:.1f} GiB; choose a smaller size")
+
+
+def float_dtype(name: str, dtype) -> torch.dtype:
+    """``dtype`` itself when it is a real floating torch dtype (float16, bfloat16, float32,
+    float64); a TypeError naming the argument otherwise (an integer dtype would truncate every
+    draw and weight to an integer, a complex one would change the model)."""
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise TypeError(f"{name} must be a real floating torch dtype (torch.float32 or torch.float64), "
+                        f"got {dtype!r}")
+    return dtype
+
+
+def torch_device(name: str, device) -> torch.device:
+    """``device`` as a ``torch.device``; a ValueError naming the argument for a string torch does not know."""
+    if isinstance(device, torch.device):
+        return device
+    if not isinstance(device, str):
+        raise TypeError(f"{name} must be a torch.device or a string such as 'cpu' or 'cuda', got {device!r}")
+    try:
+        return torch.device(device)
+    except RuntimeError as exc:
+        raise ValueError(f"{name} must name a torch device ('cpu', 'cuda', 'cuda:0', ...), got {device!r}") from exc
+
+
+def finite(name: str, value: torch.Tensor) -> torch.Tensor:
+    """``value`` itself when every entry is finite; a ValueError naming it otherwise."""
+    if not bool(torch.isfinite(value).all()):
+        raise ValueError(f"{name} contains NaN or infinite entries")
+    return value
+
+
+def model_dtype_device(model) -> tuple[torch.dtype, torch.device]:
+    """The one dtype and device of a model's parameters (a TypeError if they are mixed or if
+    there are none, or if the dtype is not floating point)."""
+    params = list(model.parameters()) if hasattr(model, "parameters") else []
+    if not params:
+        raise TypeError(f"model must be a torch.nn.Module with parameters, got {type(model).__name__}")
+    kinds = {(p.dtype, p.device) for p in params}
+    if len(kinds) > 1:
+        raise TypeError("model parameters must share one dtype and device, got "
+                        + ", ".join(sorted(f"{str(d).replace('torch.', '')} on {v}" for d, v in kinds)))
+    dtype, device = kinds.pop()
+    if not dtype.is_floating_point:
+        raise TypeError(f"model parameters must be floating point, got {dtype}")
+    return dtype, device
+
+
+def data_matches_model(model, **tensors) -> None:
+    """Every named tensor has the model's parameter dtype and device; a TypeError naming both
+    sides otherwise (the training would otherwise run in a mixed precision nobody asked for)."""
+    dtype, device = model_dtype_device(model)
+    for name, t in tensors.items():
+        if t.dtype != dtype:
+            raise TypeError(f"{name} is {str(t.dtype).replace('torch.', '')} but the model's parameters are "
+                            f"{str(dtype).replace('torch.', '')}; convert one of them (e.g. {name}.to(torch."
+                            f"{str(dtype).replace('torch.', '')}) or model.to({t.dtype}))")
+        if t.device != device:
+            raise TypeError(f"{name} is on {t.device} but the model's parameters are on {device}")
+
+
+def check_output(what: str, out: torch.Tensor, target: torch.Tensor, target_name: str) -> None:
+    """The model's output and its target have one shape: no broadcasting into another objective."""
+    if tuple(out.shape) != tuple(target.shape):
+        raise ValueError(f"{what} has shape {tuple(out.shape)} but {target_name} has shape "
+                         f"{tuple(target.shape)}: they must be equal (a broadcast would train another "
+                         "objective)")
+
+
+def finite_output(y: torch.Tensor, x: torch.Tensor, model, why: str = "") -> torch.Tensor:
+    """``y`` when it is finite; otherwise a ValueError naming the non-finite parameter of ``model``
+    or, when every parameter is finite, x (checked finite before: the output overflowed; ``why``
+    says how)."""
+    if not bool(torch.isfinite(y).all()):
+        for name, p in model.named_parameters():
+            if not bool(torch.isfinite(p).all()):
+                raise ValueError(f"{type(model).__name__} parameter {name} contains NaN or infinite entries")
+        big = float(torch.as_tensor(x).detach().abs().max())
+        raise ValueError(f"the output of {type(model).__name__} overflows {y.dtype} (inf or NaN) for finite "
+                         f"inputs x (largest |x| = {big:.3g}){why}")
+    return y

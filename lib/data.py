@@ -224,7 +224,14 @@ def s1_sequences(spikes, vel, T: int = 15, *, fractions=(0.7, 0.1, 0.2), train_b
     xs, ys = spikes[blocks["train"]], vel[blocks["train"]]
     x_mean, x_std = xs.mean(0), xs.std(0)
     y_mean, y_std = ys.mean(0), ys.std(0)
-    x_std[x_std == 0] = 1.0  # a silent neuron stays at zero after centring
+    # a constant channel (max == min exactly: its computed std is 0 or a rounding residue such as
+    # 1e-16, which would blow its z-scores up to rounding noise of order one)
+    x_std[np.ptp(xs, axis=0) == 0] = 1.0   # a silent (or constant) neuron stays at zero after centring
+    constant = np.flatnonzero(np.ptp(ys, axis=0) == 0)
+    if constant.size:        # a constant target has no z-score: every target would be 0/0
+        raise ValueError(f"vel channel(s) {constant.tolist()} are constant over the {xs.shape[0]} training bins "
+                         "used: the targets cannot be z-scored (choose other train_bins / train_offset, or "
+                         "other data)")
     out: dict[str, torch.Tensor] = {}
     for k, s in blocks.items():
         out[f"x_{k}"] = torch.from_numpy(_windows((spikes[s] - x_mean) / x_std, T).copy())

@@ -22,7 +22,7 @@ from itertools import combinations_with_replacement
 import torch
 from torch import nn
 
-from ._checks import as_tensor, positive_int, seed_int
+from ._checks import as_tensor, finite, finite_output, float_dtype, positive_int, seed_int, torch_device
 from . import gated_step
 from .diagonal import DiagonalRecurrence, recur_, scan_time_major
 
@@ -74,6 +74,7 @@ class GatedLinearRNN(nn.Module):
         if not 0.0 <= lo < hi <= 1.0:
             raise ValueError(f"lam_init must be (low, high) with 0 <= low < high <= 1, got {lam_init}")
         seed = seed_int("seed", seed)
+        dtype = float_dtype("dtype", dtype)
         self.d_in, self.append_one = d_in, bool(append_one)
         d_x = d_in + int(append_one)
         g = torch.Generator().manual_seed(seed)
@@ -166,12 +167,18 @@ class GatedLinearRNN(nn.Module):
         return ((h @ self.W_out_m.T) * (h @ self.W_out_x.T)) @ self.D.T
 
     def forward(self, x: torch.Tensor, method: str = "parallel") -> torch.Tensor:
-        """(B, T, d_in) -> (B, T, d_out); ``method`` "parallel" (scan) or "step" (loop)."""
-        if method == "step":   # the reference: state update and readout one step at a time
-            return torch.stack([self.readout(h) for h in self._step_states(x)], dim=1)
-        if method != "parallel":
+        """(B, T, d_in) -> (B, T, d_out); ``method`` "parallel" (scan) or "step" (loop).
+
+        ``x`` is checked first (shape, finite; cast to the model's dtype), and the output after:
+        the model is a degree-4 polynomial of its inputs, so finite inputs can still overflow
+        (|x| ~ 1e77 in float64, ~ 1e10 in float32), which is an error naming x, not an inf."""
+        if method not in ("parallel", "step"):
             raise ValueError(f"method must be 'parallel' or 'step', got {method!r}")
-        return self._parallel(x, readout=True)
+        if method == "step":   # the reference: state update and readout one step at a time
+            y = torch.stack([self.readout(h) for h in self._step_states(x)], dim=1)
+        else:
+            y = self._parallel(x, readout=True)
+        return _no_overflow(y, x, self)
 
     def _parallel(self, x: torch.Tensor, readout: bool) -> torch.Tensor:
         """The fast path, all time steps at once and time-major: gates -> recurrence -> readout.
@@ -219,6 +226,13 @@ class GatedLinearRNN(nn.Module):
         if b is None or b.shape != (rows, cols) or b.dtype != dtype or b.device != self.W_in_m.device:
             b = work[name] = torch.empty(rows, cols, dtype=dtype, device=self.W_in_m.device)
         return b
+
+
+def _no_overflow(y: torch.Tensor, x, model: nn.Module) -> torch.Tensor:
+    """``y`` when it is finite; otherwise a ValueError naming the non-finite parameter of ``model``
+    or, when every parameter is finite, x (itself checked finite: the output overflowed)."""
+    return finite_output(y, x, model, ": the gates make the output a degree-4 polynomial of x, so x must be "
+                                      "scaled down")
 
 
 # ----------------------------------------------------------------------------- Fig. 1
@@ -402,6 +416,7 @@ class StackedGatedRNN(nn.Module):
         if not widths or len(widths) != len(seeds):
             raise ValueError(f"widths and seeds must be non-empty lists of equal length, got "
                              f"{len(widths)} and {len(seeds)}")
+        dtype, device = float_dtype("dtype", dtype), torch_device("device", device)
         members = [GatedLinearRNN(d_in, w, d_out, append_one=append_one, lam_init=lam_init, seed=s,
                                   dtype=torch.float64) for w, s in zip(widths, seeds)]
         self._stack(members, dtype, device)
@@ -416,7 +431,7 @@ class StackedGatedRNN(nn.Module):
         members = list(members)
         if not members or not all(isinstance(m, GatedLinearRNN) for m in members):
             raise TypeError("members must be a non-empty list of GatedLinearRNN")
-        first, dtype = members[0], dtype or members[0].W_in_m.dtype
+        first, dtype = members[0], float_dtype("dtype", dtype or members[0].W_in_m.dtype)
         stack = cls(first.d_in, [m.W_in_m.shape[0] for m in members], first.D.shape[0], [0] * len(members),
                     append_one=first.append_one, dtype=dtype, device=device)
         stack._stack(members, dtype, device)
@@ -453,7 +468,7 @@ class StackedGatedRNN(nn.Module):
 
     def member(self, k: int) -> GatedLinearRNN:
         """Member k as an unpadded float64 CPU :class:`GatedLinearRNN` (for analysis)."""
-        if not 0 <= k < self.K:
+        if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k < self.K:
             raise IndexError(f"member index must be in [0, {self.K}), got {k}")
         w = self.widths[k]
         c = lambda t: t.detach().double().cpu()  # noqa: E731
@@ -462,12 +477,33 @@ class StackedGatedRNN(nn.Module):
                                            c(self.W_out_m[k, :w, :w]), c(self.W_out_x[k, :w, :w]),
                                            c(self.D[k, :, :w]), append_one=self.append_one)
 
+    def check_input(self, x) -> torch.Tensor:
+        """x as the stack reads it: a finite (K, B, T, d_in) tensor of the parameters' dtype and
+        device; a ValueError or TypeError naming x and the stack's side otherwise."""
+        if not isinstance(x, torch.Tensor):
+            raise TypeError(f"x must be a tensor (K, B, T, d_in), got {type(x).__name__}")
+        if x.ndim != 4 or x.shape[0] != self.K or x.shape[3] != self.d_in or x.numel() == 0:
+            raise ValueError(f"x must have shape (K, B, T, d_in) = ({self.K}, B, T, {self.d_in}) with B, T >= 1, "
+                             f"got {tuple(x.shape)}")
+        p = self.W_in_m
+        if x.dtype != p.dtype or x.device != p.device:
+            raise TypeError(f"x is {x.dtype} on {x.device} but the stack's parameters are {p.dtype} on {p.device}")
+        return finite("x", x)
+
     def forward(self, x: torch.Tensor, last_only: bool = False) -> torch.Tensor:
         """(K, B, T, d_in) -> (K, B, T, d_out), or (K, B, d_out) with ``last_only``.
 
-        No validation here (this is the training step's inner call; the trainer checks shapes
-        once): gates -> recurrence -> readout, each gate a batched matrix product over all
-        time steps, the recurrence time-major.
+        x is checked first (:meth:`check_input`) and the output after (finite inputs can
+        overflow a degree-4 polynomial); :meth:`forward_unchecked` is the same map without checks.
+        """
+        y = self.forward_unchecked(self.check_input(x), last_only)
+        return _no_overflow(y, x, self)
+
+    def forward_unchecked(self, x: torch.Tensor, last_only: bool = False) -> torch.Tensor:
+        """:meth:`forward` without validation (the training step's inner call, through
+        :meth:`member_losses`; the trainer checks model and task once, before the first step):
+        gates -> recurrence -> readout, each gate a batched matrix product over all time steps,
+        the recurrence time-major.
         """
         K, B, T, d = x.shape
         n = self.W_in_m.shape[1]
@@ -490,7 +526,9 @@ class StackedGatedRNN(nn.Module):
         """(K,) training losses, 1/2 mean squared error of every member against y (K, B, T, d_out)
         (or (K, B, d_out) with ``last_only``): the hand-written step of :mod:`lib.gated_step` (a C
         kernel for everything but the output-gate products) where it applies, else this model's
-        autograd forward.  What :func:`lib.online.train_online` minimises (Chapters 11-13)."""
+        autograd forward.  What :func:`lib.online.train_online` minimises (Chapters 11-13).
+        The training step's inner call: no validation (the trainer checks once, before its first
+        step; :meth:`forward` is the checked entry)."""
         return gated_step.member_losses(self, x, y, last_only)
 
     def _last_step(self, x: torch.Tensor) -> torch.Tensor:

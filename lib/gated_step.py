@@ -62,11 +62,10 @@ class _GatedLoss(torch.autograd.Function):
     Y (K, d_out, C') (C' = C, or the last B columns); gradients for the six weights."""
 
     @staticmethod
-    def forward(ctx, fns, X, Y, W_in_m, W_in_x, nu_log, W_out_m, W_out_x, D, T):
+    def forward(ctx, fns, X, Y, W_in_m, W_in_x, nu_log, W_out_m, W_out_x, D, T, threads):
         K, d_x, C = X.shape
         n, d_out, cols, dt = W_in_m.shape[1], D.shape[1], Y.shape[2], X.dtype
         B = C // T
-        threads = max(1, torch.get_num_threads())
         W_in = torch.cat([W_in_m, W_in_x], 1)                         # (K, 2n, d_x)
         lam = torch.exp(-torch.exp(nu_log))                           # (K, n)
         h = X.new_empty(K, n, C)
@@ -101,22 +100,24 @@ class _GatedLoss(torch.autograd.Function):
               K, n, d_x, T, C // T, threads)
         g_nu = g_lam.mul_(lam).mul_(-torch.exp(nu_log))
         return (None, None, None, g_W_in[:, :n], g_W_in[:, n:], g_nu, g_W_out[:, :n], g_W_out[:, n:], g_D,
-                None)
+                None, None)
 
 
 def _check(fns) -> bool:
-    """The kernel's loss and gradients against the reference on a small stack (float64), with
-    the threads it will use."""
+    """The kernel's loss and gradients against the reference on a small stack (float64), on one
+    thread and on several (the threads it will use, and at least two: a kernel wrong only when
+    its threads share the rows is caught whatever the thread count is now)."""
     from .gated import StackedGatedRNN  # noqa: PLC0415  (gated imports this module)
 
     g = torch.Generator().manual_seed(3)
-    for last_only in (False, True):
+    for last_only, threads in ((False, 1), (True, 1), (False, max(2, torch.get_num_threads())),
+                               (True, max(2, torch.get_num_threads()))):
         stack = StackedGatedRNN(3, [5, 3], 2, [1, 2], dtype=torch.float64)
         x = torch.randn(2, 4, 6, 3, generator=g, dtype=torch.float64)
         y = torch.randn(2, 4, 2, generator=g, dtype=torch.float64) if last_only else \
             torch.randn(2, 4, 6, 2, generator=g, dtype=torch.float64)
         params = list(stack.parameters())
-        fast = _losses(fns, stack, x, y, last_only)
+        fast = _losses(fns, stack, x, y, last_only, threads)
         ref = member_losses_reference(stack, x, y, last_only)
         g_fast = torch.autograd.grad(fast.sum(), params)
         g_ref = torch.autograd.grad(ref.sum(), params)
@@ -136,7 +137,9 @@ def kernel_available() -> bool:
     return KERNEL.available()
 
 
-def _losses(fns, stack, x: torch.Tensor, y: torch.Tensor, last_only: bool) -> torch.Tensor:
+def _losses(fns, stack, x: torch.Tensor, y: torch.Tensor, last_only: bool, threads: int | None = None) -> torch.Tensor:
+    """The kernel step; ``threads``: the kernel's threads (default: torch's intra-op threads now)."""
+    threads = max(1, torch.get_num_threads()) if threads is None else threads
     K, B, T, d = x.shape
     X = x.new_empty(K, d + int(stack.append_one), T * B)              # feature-major, columns (t, b)
     X[:, :d].view(K, d, T, B).copy_(x.permute(0, 3, 2, 1))
@@ -144,12 +147,12 @@ def _losses(fns, stack, x: torch.Tensor, y: torch.Tensor, last_only: bool) -> to
         X[:, d].fill_(1.0)
     Y = y.transpose(1, 2) if last_only else y.permute(0, 3, 2, 1).reshape(K, y.shape[-1], T * B)
     return _GatedLoss.apply(fns, X, Y.contiguous(), stack.W_in_m, stack.W_in_x, stack.nu_log, stack.W_out_m,
-                            stack.W_out_x, stack.D, T)
+                            stack.W_out_x, stack.D, T, threads)
 
 
 def member_losses_reference(stack, x: torch.Tensor, y: torch.Tensor, last_only: bool = False) -> torch.Tensor:
     """1/2 mean squared error of every member through the model's autograd forward: (K,)."""
-    return 0.5 * (stack(x, last_only=last_only) - y).square().flatten(1).mean(dim=1)
+    return 0.5 * (stack.forward_unchecked(x, last_only=last_only) - y).square().flatten(1).mean(dim=1)
 
 
 def member_losses(stack, x: torch.Tensor, y: torch.Tensor, last_only: bool = False) -> torch.Tensor:

@@ -17,7 +17,7 @@ import math
 
 import torch
 
-from ._checks import positive_int, positive_real
+from ._checks import float_dtype, positive_int, positive_real
 
 __all__ = ["eta_star", "gd_loss", "optimal_gd_loss", "icl_batch", "gd_predict"]
 
@@ -78,6 +78,7 @@ def icl_batch(batch: int, T: int, d_x: int, d_y: int, *, sigma_w2: float = 1 / 3
     sigma_w2 = positive_real("sigma_w2", sigma_w2)
     if not isinstance(generator, torch.Generator):
         raise TypeError("generator must be a torch.Generator (every draw from an explicit seed)")
+    dtype = float_dtype("dtype", dtype)
     a = math.sqrt(3 * sigma_x2)
     x = (2 * torch.rand(batch, T + 1, d_x, generator=generator, dtype=torch.float64) - 1) * a
     W = torch.randn(batch, d_y, d_x, generator=generator, dtype=torch.float64) * math.sqrt(sigma_w2)

@@ -13,8 +13,9 @@ the same way, by :class:`CompiledKernel`:
 * a build is loaded only if its SHA-256 matches the recorded one (a truncated or replaced file
   is rebuilt), and only after a child process has loaded it without dying (a damaged library
   kills the process that maps it, not a recoverable error);
-* once loaded it must reproduce the torch path on the caller's check case, with the threads it
-  will use; a kernel that does not is removed (the next process rebuilds it).
+* once loaded it must reproduce the torch path on the caller's check case, on one thread and on
+  several (a kernel wrong only when its threads share the work is caught whatever the thread
+  count is when it is loaded); a kernel that does not is removed (the next process rebuilds it).
 
 Any failure -- no compiler, a failed build, a library that cannot be loaded, a failed check --
 falls back to the torch path with one ``RuntimeWarning``; ``RNNBOOK_KERNEL=0`` (or
@@ -129,7 +130,7 @@ class CompiledKernel:
         stem: the source's name without ``.c`` (also the prefix of the built library).
         functions: exported name -> (restype, argtypes) for ctypes.
         check: ``check(functions) -> bool``, the kernel against the torch path on a check case
-            (with the threads the caller will use); False removes the build.
+            (on one thread and on several); False removes the build.
         fallback: what the caller does without the kernel, for the one warning.
     """
 

@@ -23,7 +23,7 @@ same numbers up to the order of summation (tests/test_krylov.py).  The kernel is
 float64, contiguous CPU tensors outside torch.func transforms; everything else takes the torch
 path.  The kernel is compiled, checked and loaded by :class:`lib.kernels.CompiledKernel` (a build
 whose checksum does not match, or that kills a child process loading it, is rebuilt; one that
-does not reproduce the torch path at n = 9 and at n = 256 with the threads it will use is
+does not reproduce the torch path at n = 9 and at n = 256, on one thread and on several, is
 removed).  Any failure falls back to the torch path with one warning.
 
     krylov_rows(W, Q0, T, s, P0=None, add_Q=None, add_P=None) -> (Q, P)
@@ -43,10 +43,12 @@ __all__ = ["krylov_rows", "adjoint_rows", "kernel_available", "kernel_enabled", 
 
 
 def _agrees_with_torch(fns) -> bool:
-    """The loaded kernel on two affine cases against the torch path: n = 9 on one thread, and
-    n = 256 with the threads it will use there (``krylov_rows`` splits rows from n = 256)."""
+    """The loaded kernel on affine cases against the torch path: n = 9 on one thread, and
+    n = 256 (``krylov_rows`` splits rows from n = 256) on one thread and on several -- the
+    threads it will use, and at least two, so that a kernel wrong only when its threads share
+    the work is caught even in a process that starts with one thread and adds more later."""
     g = torch.Generator().manual_seed(1)
-    for n, threads in ((9, 1), (256, max(1, torch.get_num_threads()))):
+    for n, threads in ((9, 1), (256, 1), (256, max(2, torch.get_num_threads()))):
         T, kq, kp, s = 5, 2, 3, 0.7
         W = torch.randn(n, n, generator=g, dtype=torch.float64) / n ** 0.5
         Q0 = torch.randn(kq, n, generator=g, dtype=torch.float64)

@@ -37,7 +37,7 @@ import math
 import torch
 from torch import nn
 
-from ._checks import DTYPE, as_tensor, fits_in_memory, positive_int, positive_real, same_dtype, seed_int
+from ._checks import DTYPE, as_tensor, fits_in_memory, float_dtype, positive_int, positive_real, same_dtype, seed_int
 from .krylov import adjoint_rows, krylov_rows
 
 ENGINES = ("markov", "recurrence")
@@ -317,6 +317,7 @@ class LinearRNN(nn.Module):
                  engine: str = "markov"):
         super().__init__()
         self.engine = engine
+        dtype = float_dtype("dtype", dtype)
         self.n = positive_int("n", n)
         fits_in_memory(f"LinearRNN with n = {self.n} (W and its gradient, {self.n}^2 entries each)",
                        2 * 8.0 * self.n * self.n)

@@ -69,7 +69,14 @@ def check_adamw(lr, lr_min, weight_decay, no_decay) -> tuple[float, float, float
         raise ValueError(f"lr_min must be <= lr, got lr_min={lr_min}, lr={lr}")
     if not isinstance(weight_decay, (int, float)) or not 0 <= weight_decay < 1 or weight_decay != weight_decay:
         raise ValueError(f"weight_decay must be a real number in [0, 1), got {weight_decay!r}")
-    no_decay = (no_decay,) if isinstance(no_decay, str) else tuple(no_decay)
+    if isinstance(no_decay, str):
+        no_decay = (no_decay,)
+    try:
+        no_decay = tuple(no_decay)
+    except TypeError:
+        raise TypeError(f"no_decay must be a string or a sequence of strings, got {no_decay!r}") from None
+    if not all(isinstance(n, str) for n in no_decay):
+        raise TypeError(f"no_decay must be a string or a sequence of strings (parameter-name endings), got {no_decay!r}")
     return lr, lr_min, weight_decay, no_decay
 
 
@@ -224,6 +231,10 @@ def _member_losses(model: nn.Module, x: torch.Tensor, y: torch.Tensor, last_only
 def _check_model_and_task(model: nn.Module, task, K: int):
     """Model and task agree before any work: members, device, dtype, and the model's output
     shape against the target's, on a batch of zeros of the task's input shape (no data drawn)."""
+    missing = [a for a in ("sample", "shapes", "last_only") if not hasattr(task, a)]
+    if missing:
+        raise TypeError(f"task must be a training task (lib.AttentionTeacherTask or lib.ICLTask), got "
+                        f"{type(task).__name__} without {', '.join(missing)}")
     if getattr(task, "K", K) != K:
         raise ValueError(f"task has {task.K} members (teachers), model has {K}")
     param = next(model.parameters())
@@ -287,6 +298,8 @@ def train_online(model: nn.Module, task, *, steps: int, data_seeds, lr: float = 
     K = getattr(model, "K", None)
     if not isinstance(K, int):
         raise TypeError("model must be a stack of K members (lib.StackedGatedRNN or lib.ModuleStack)")
+    if isinstance(data_seeds, (str, bytes)) or not hasattr(data_seeds, "__iter__"):
+        raise TypeError(f"data_seeds must be a sequence of one integer seed per member, got {data_seeds!r}")
     data_seeds = [seed_int("data_seeds entry", s) for s in data_seeds]
     if len(data_seeds) != K:
         raise ValueError(f"data_seeds must have one seed per member ({K}), got {len(data_seeds)}")

@@ -25,7 +25,7 @@ import math
 import torch
 from torch import nn
 
-from ._checks import as_tensor, positive_int, positive_real, seed_int
+from ._checks import as_tensor, finite, finite_output, float_dtype, positive_int, positive_real, seed_int
 from .diagonal import diagonal_recurrence
 from .gated import GatedLinearRNN
 
@@ -59,6 +59,7 @@ class LRULayer(nn.Module):
             raise ValueError("skip_gate=True needs input_gate=True (the LRU In+Skip layer)")
         if not 0.0 <= r_min < r_max < 1.0:
             raise ValueError(f"need 0 <= r_min < r_max < 1, got r_min={r_min}, r_max={r_max}")
+        dtype = float_dtype("dtype", dtype)
         g = torch.Generator().manual_seed(seed_int("seed", seed))
         f64 = torch.float64
         u1 = torch.rand(n_state, generator=g, dtype=f64)
@@ -122,7 +123,9 @@ class RecurrentNet(nn.Module):
         d_in, width, d_out = (positive_int(n, v) for n, v in (("d_in", d_in), ("width", width), ("d_out", d_out)))
         layers = positive_int("layers", layers)
         seed = seed_int("seed", seed)
+        dtype = float_dtype("dtype", dtype)
         self.kind, self.layers, self.width = kind, layers, width
+        self.d_in, self.d_out = d_in, d_out
         # nn.Linear / nn.LSTM initialisers draw from the global CPU generator: seed it for the
         # construction only, and give the caller's global state back afterwards
         with torch.random.fork_rng(devices=[]):
@@ -140,13 +143,17 @@ class RecurrentNet(nn.Module):
             self.readout = nn.Linear(width, d_out, dtype=dtype)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """(B, T, d_in) -> (B, T, d_out); x is checked (shape, finite) first."""
-        if not isinstance(x, torch.Tensor) or x.ndim != 3 or x.shape[-1] != self.embed.in_features:
-            raise ValueError(f"x must be a tensor (B, T, d_in = {self.embed.in_features}), got "
+        """(B, T, d_in) -> (B, T, d_out); x is checked (shape, dtype and device, finite) first, and
+        the output after (a non-finite output names the non-finite parameter)."""
+        if not isinstance(x, torch.Tensor) or x.ndim != 3 or x.shape[-1] != self.embed.in_features \
+                or x.numel() == 0:
+            raise ValueError(f"x must be a tensor (B, T, d_in = {self.embed.in_features}) with B, T >= 1, got "
                              f"{tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__}")
-        if not torch.isfinite(x).all():
-            raise ValueError("x contains NaN or infinite entries")
-        return self.forward_unchecked(x)
+        w = self.embed.weight
+        if x.dtype != w.dtype or x.device != w.device:
+            raise TypeError(f"x is {x.dtype} on {x.device} but the network's parameters are {w.dtype} on {w.device}")
+        finite("x", x)
+        return finite_output(self.forward_unchecked(x), x, self)
 
     def forward_unchecked(self, x: torch.Tensor) -> torch.Tensor:
         """The forward without input checks (the training step's inner call: no host sync)."""
@@ -336,8 +343,10 @@ class ModuleStack(nn.Module):
     :func:`lib.online.train_online`; :func:`lib.artefacts.load_run` returns the stored ones of section
     "sec-fig4-stored" in it.
 
-    ``forward(x)`` with x (K, B, T, d) runs member k on x[k] (its ``forward_unchecked`` where it
-    has one: the trainer has checked the shapes once); ``last_only`` keeps the last step.
+    ``forward(x)`` with x (K, B, T, d) runs member k on x[k]; ``last_only`` keeps the last step.
+    x is checked first (shape, dtype and device, finite); :meth:`member_losses`, the training
+    step's inner call, runs the members' ``forward_unchecked`` (where they have one) without
+    checks (the trainer checks model and task once, before its first step).
     The general (unbatched) counterpart of :class:`lib.gated.StackedGatedRNN`, for any
     (B, T, d) -> (B, T, d_out) network such as :class:`RecurrentNet`.
     """
@@ -347,6 +356,10 @@ class ModuleStack(nn.Module):
         members = list(members)
         if not members or not all(isinstance(m, nn.Module) for m in members):
             raise TypeError("members must be a non-empty list of torch.nn.Module")
+        sides = {(getattr(m, "d_in", None), getattr(m, "d_out", None)) for m in members}
+        if len(sides) > 1:
+            raise ValueError(f"members must share d_in and d_out, got (d_in, d_out) = {sorted(sides, key=str)}")
+        self.d_in, self.d_out = sides.pop()
         self.members = nn.ModuleList(members)
 
     @property
@@ -354,8 +367,29 @@ class ModuleStack(nn.Module):
         return len(self.members)
 
     def member(self, k: int) -> nn.Module:
+        if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k < self.K:
+            raise IndexError(f"member index must be in [0, {self.K}), got {k!r}")
         return self.members[k]
 
     def forward(self, x: torch.Tensor, last_only: bool = False) -> torch.Tensor:
+        """(K, B, T, d_in) -> (K, B, T, d_out), or (K, B, d_out) with ``last_only``; x checked first."""
+        if not isinstance(x, torch.Tensor) or x.ndim != 4 or x.shape[0] != self.K or x.numel() == 0 \
+                or (self.d_in is not None and x.shape[3] != self.d_in):
+            raise ValueError(f"x must be a tensor (K, B, T, d_in) = ({self.K}, B, T, {self.d_in or 'd_in'}) with "
+                             f"B, T >= 1, got {tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__}")
+        p = next(self.parameters(), None)
+        if p is not None and (x.dtype != p.dtype or x.device != p.device):
+            raise TypeError(f"x is {x.dtype} on {x.device} but the members' parameters are {p.dtype} on {p.device}")
+        finite("x", x)
+        return finite_output(self.forward_unchecked(x, last_only), x, self)
+
+    def forward_unchecked(self, x: torch.Tensor, last_only: bool = False) -> torch.Tensor:
+        """:meth:`forward` without checks: member k's ``forward_unchecked`` (where it has one) on x[k]."""
         outs = [getattr(m, "forward_unchecked", m)(x[k]) for k, m in enumerate(self.members)]
         return torch.stack([o[:, -1] for o in outs] if last_only else outs)
+
+    def member_losses(self, x: torch.Tensor, y: torch.Tensor, last_only: bool = False) -> torch.Tensor:
+        """(K,) 1/2 mean squared errors of the members against y (K, B, T, d_out), or (K, B, d_out)
+        with ``last_only``: what :func:`lib.online.train_online` minimises.  The training step's
+        inner call, without checks."""
+        return 0.5 * (self.forward_unchecked(x, last_only) - y).square().flatten(1).mean(dim=1)

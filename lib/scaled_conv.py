@@ -24,7 +24,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from ._checks import DTYPE, as_tensor, positive_int, positive_real, seed_int, sequence_pair
+from ._checks import DTYPE, as_tensor, float_dtype, positive_int, positive_real, seed_int, sequence_pair
 from .linear_rnn import causal_conv
 
 __all__ = ["rho", "rho_max", "ScaledConv", "conv_features", "rho_ridge", "gd_path", "learned_fraction",
@@ -76,7 +76,7 @@ class ScaledConv(nn.Module):
     def __init__(self, rho: torch.Tensor, n_x: int, n_y: int, *, L0: torch.Tensor | None = None,
                  seed: int = 0, init_var: float = 1.0, dtype=DTYPE):
         super().__init__()
-        r = as_tensor("rho", rho, 1, dtype=dtype)
+        r = as_tensor("rho", rho, 1, dtype=float_dtype("dtype", dtype))
         if (r <= 0).any():
             raise ValueError(f"rho must be positive, got min {float(r.min())}")
         self.n_x = positive_int("n_x", n_x)

@@ -19,7 +19,7 @@ import math
 
 import torch
 
-from ._checks import as_tensor, positive_int, positive_real, seed_int
+from ._checks import as_tensor, float_dtype, positive_int, positive_real, seed_int, torch_device
 
 __all__ = ["AttentionTeacherTask", "ICLTask", "lsa_teachers"]
 
@@ -42,6 +42,18 @@ def lsa_teachers(d: int, seeds, *, scale: float = 1.0) -> tuple[torch.Tensor, to
     if not mats:
         raise ValueError("seeds must name at least one teacher")
     return tuple(torch.stack([m[i] for m in mats]) for i in range(3))
+
+
+def _check_generators(generators, K: int) -> None:
+    """One generator (or None: the device's default generator, in a captured CUDA graph) per
+    member; a plain length check, nothing that would synchronise the device."""
+    try:
+        n = len(generators)
+    except TypeError:
+        raise TypeError(f"generators must be a list of K = {K} torch.Generator, got "
+                        f"{type(generators).__name__}") from None
+    if n != K:
+        raise ValueError(f"generators must hold one torch.Generator per member (K = {K}), got {n}")
 
 
 class AttentionTeacherTask:
@@ -78,7 +90,7 @@ class AttentionTeacherTask:
         self.x_std = positive_real("x_std", x_std)
         self.K, self.d = W_V.shape[0], W_V.shape[1]
         self.d_in = self.d_out = self.d
-        self.dtype, self.device = dtype, torch.device(device)
+        self.dtype, self.device = float_dtype("dtype", dtype), torch_device("device", device)
         self.W_V, self.W_K, self.W_Q = (w.to(dtype=dtype, device=self.device) for w in (W_V, W_K, W_Q))
         self.pool = None if pool is None else positive_int("pool", pool)
         self._pool = None                       # (x, y) of every member, made on first use
@@ -110,6 +122,9 @@ class AttentionTeacherTask:
         return (self.K, n, self.T, self.d), (self.K, n, self.T, self.d)
 
     def sample(self, generators):
+        """(x, y) = ((K, B, T, d), (K, B, T, d)): one batch per member, member k drawn from
+        ``generators[k]`` (exactly K of them)."""
+        _check_generators(generators, self.K)
         if self.pool is not None:
             return self._sample_pool(generators)
         x = torch.stack([torch.randn(self.batch, self.T, self.d, generator=g, dtype=self.dtype,
@@ -175,8 +190,8 @@ class ICLTask:
         self.batch = positive_int("batch", batch)
         self.sigma_w2 = positive_real("sigma_w2", sigma_w2)
         self.sigma_x2 = positive_real("sigma_x2", sigma_x2)
-        self.d_in, self.d_out = d_x + d_y, d_y
-        self.dtype, self.device = dtype, torch.device(device)
+        self.d_in, self.d_out = self.d_x + self.d_y, self.d_y
+        self.dtype, self.device = float_dtype("dtype", dtype), torch_device("device", device)
 
     def astype(self, dtype: torch.dtype) -> "ICLTask":
         """The same task drawing in ``dtype``."""
@@ -202,5 +217,8 @@ class ICLTask:
         return tokens, y[:, T]
 
     def sample(self, generators):
+        """(tokens, target) = ((K, B, T+1, d_x + d_y), (K, B, d_y)): member k drawn from
+        ``generators[k]`` (exactly K of them)."""
+        _check_generators(generators, self.K)
         pairs = [self.draw(g) for g in generators]
         return torch.stack([p[0] for p in pairs]), torch.stack([p[1] for p in pairs])

@@ -33,7 +33,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from ._checks import DTYPE, as_tensor, positive_int, positive_real, seed_int, sequence_pair
+from ._checks import (DTYPE, as_tensor, check_output, data_matches_model, finite, model_dtype_device,
+                      positive_int, positive_real, seed_int, sequence_pair)
 from .online import _is_log_step, check_adamw
 
 __all__ = ["loss_fn", "train_gd", "train_minibatch", "train_adamw", "r2_score",
@@ -47,6 +48,36 @@ LOSS_KINDS = ("half_sum", "mean")
 def _trainable(model: nn.Module) -> list[nn.Parameter]:
     """The parameters a loop updates: those that require a gradient, in ``parameters()`` order."""
     return [p for p in model.parameters() if p.requires_grad]
+
+
+def _check_callable(name: str, value, optional: bool = True):
+    if value is None and optional:
+        return None
+    if not callable(value):
+        raise TypeError(f"{name} must be callable, got {type(value).__name__}")
+    return value
+
+
+def _check_model(model) -> list[nn.Parameter]:
+    """The trainable parameters of a model (a TypeError naming ``model`` if it has none)."""
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    model_dtype_device(model)
+    params = _trainable(model)
+    if not params:
+        raise ValueError("model has no trainable parameter (every parameter has requires_grad=False)")
+    for name, p in model.named_parameters():
+        finite(f"model parameter {name}", p.detach())
+    return params
+
+
+def _check_objective(model: nn.Module, x: torch.Tensor, y: torch.Tensor, x_name: str, y_name: str) -> None:
+    """Before any update: the data in the model's dtype and device, and the model's output on one
+    sequence of ``x`` of the shape of that sequence's target (no broadcasting)."""
+    data_matches_model(model, **{x_name: x, y_name: y})
+    with torch.no_grad():
+        out = model(x[:1])
+    check_output(f"the model's output on {x_name}", out, y[:1], f"{y_name} (its target)")
 
 
 def _check_loss_kind(loss: str) -> str:
@@ -125,9 +156,17 @@ def train_gd(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, lr: float, s
     steps = positive_int("steps", steps, minimum=0)
     x, y = sequence_pair(x, y)
     _check_loss_kind(loss)
+    _check_callable("callback", callback)
     if (x_test is None) != (y_test is None):
         raise ValueError("give both x_test and y_test, or neither")
-    params = _trainable(model)
+    params = _check_model(model)
+    _check_objective(model, x, y, "x", "y")
+    if x_test is not None:
+        x_test, y_test = sequence_pair(x_test, y_test, names=("x_test", "y_test"))
+        if x_test.shape[2] != x.shape[2] or y_test.shape[2] != y.shape[2]:
+            raise ValueError(f"x_test {tuple(x_test.shape)} and y_test {tuple(y_test.shape)} must have the "
+                             f"channels of x ({x.shape[2]}) and y ({y.shape[2]})")
+        _check_objective(model, x_test, y_test, "x_test", "y_test")
     train_hist, test_hist = [], []
     n_out = y.numel()
 
@@ -177,7 +216,9 @@ def train_minibatch(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, lr: f
     seed = seed_int("seed", seed)
     x, y = sequence_pair(x, y)
     _check_loss_kind(loss)
-    params = _trainable(model)
+    _check_callable("evaluate", evaluate)
+    params = _check_model(model)
+    _check_objective(model, x, y, "x", "y")
     g = torch.Generator().manual_seed(seed)
     hist = []
     if evaluate is not None:
@@ -220,11 +261,19 @@ def train_adamw(model: nn.Module, batch: Callable[[torch.Generator], tuple[torch
     over each block of ``log_every`` steps (the history of ``train_online`` for one model).
     """
     steps = positive_int("steps", steps)
+    if not isinstance(no_decay, str) and not all(isinstance(n, str) for n in no_decay):
+        raise TypeError(f"no_decay must be a parameter-name ending or a sequence of them (strings), got {no_decay!r}")
     lr, lr_min, weight_decay, no_decay = check_adamw(lr, lr_min, weight_decay, no_decay)
     seed = seed_int("seed", seed)
     log_every = positive_int("log_every", log_every)
+    _check_callable("batch", batch, optional=False)
+    _check_callable("loss", loss)
+    _check_callable("predict", predict)
+    _check_model(model)
+    own_loss = loss is not None
     loss = loss or (lambda yhat, y: 0.5 * ((yhat - y) ** 2).mean())
     predict = predict or (lambda mdl, x: mdl(x))
+    _check_batch(model, batch, seed, predict, loss, own_loss)
     opt = _adamw(model, lr, weight_decay, no_decay)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=steps, eta_min=lr_min)
     g = torch.Generator().manual_seed(seed)
@@ -242,6 +291,32 @@ def train_adamw(model: nn.Module, batch: Callable[[torch.Generator], tuple[torch
             hist_loss.append(acc / cnt)
             acc, cnt = 0.0, 0
     return {"step": torch.tensor(hist_step, dtype=torch.long), "loss": torch.tensor(hist_loss, dtype=torch.float64)}
+
+
+def _check_batch(model, batch, seed, predict, loss, own_loss: bool) -> None:
+    """One batch drawn from a throw-away generator with the run's seed (the run's own draws are
+    unchanged): a pair of finite tensors in the model's dtype and device, a prediction of the
+    target's shape (the default loss; a loss of the caller's may compare other shapes) and a
+    scalar loss -- all before the first step."""
+    pair = batch(torch.Generator().manual_seed(seed))
+    if not (isinstance(pair, (tuple, list)) and len(pair) == 2
+            and all(isinstance(t, torch.Tensor) for t in pair)):
+        raise TypeError(f"batch(generator) must return a pair of tensors (x, y), got "
+                        f"{type(pair).__name__}")
+    x, y = pair
+    for name, t in (("x", x), ("y", y)):
+        if not t.is_floating_point():
+            raise TypeError(f"batch(generator) returned {name} of dtype {t.dtype}; it must be floating point")
+        finite(f"batch(generator)'s {name}", t)
+    data_matches_model(model, **{"batch(generator)'s x": x, "batch(generator)'s y": y})
+    with torch.no_grad():
+        out = predict(model, x)
+        if not own_loss:
+            check_output("predict(model, x)", out, y, "the target y of batch(generator)")
+        value = loss(out, y)
+    if not isinstance(value, torch.Tensor) or value.numel() != 1:
+        raise ValueError(f"loss(prediction, y) must return a scalar tensor, got "
+                         f"{tuple(value.shape) if isinstance(value, torch.Tensor) else type(value).__name__}")
 
 
 # ----------------------------------------------------------------------------- scores

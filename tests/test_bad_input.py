@@ -49,7 +49,7 @@ ERRORS = [
      ValueError, ["eta"]),
     ("gd_predict tokens nan", lambda: lib.gd_predict(torch.full((2, 4, 5), float("nan")), 3, 0.1),
      ValueError, ["tokens", "NaN"]),
-    ("RecurrentNet nan input", lambda: lib.RecurrentNet("lstm", 3, 4, 2)(torch.full((1, 2, 3), float("nan"))),
+    ("RecurrentNet nan input", lambda: lib.RecurrentNet("lstm", 3, 4, 2)(torch.full((1, 2, 3), float("nan"), dtype=torch.float32)),
      ValueError, ["x", "NaN"]),
     ("RecurrentNet wrong d_in", lambda: lib.RecurrentNet("gru", 3, 4, 2)(torch.randn(1, 2, 5, dtype=torch.float32)),
      ValueError, ["x", "d_in = 3"]),

@@ -77,16 +77,26 @@ def test_stored_chapter_run_reads_the_run_at_book_scale_only_and_says_where_it_c
         notebook.stored_chapter_run("05_memory_and_delay", "full")
 
 
-def test_stored_chapter_run_says_when_the_run_is_missing_and_raises_on_a_bad_checksum(monkeypatch):
+def test_a_missing_stored_run_fails_the_chapter_unless_the_reader_asked_for_the_book_scale_only(monkeypatch):
+    """A missing stored run is an error naming the command that writes it and the book_only switch;
+    with book_only=True nothing is read and the page says so; a bad checksum is an error either way
+    it is read."""
     from lib.book import artefacts, notebook
-    shown = []
+    shown, calls = [], []
     monkeypatch.setattr(notebook, "display", lambda obj: shown.append(obj.data))
 
     def absent(name):
+        calls.append(name)
         raise FileNotFoundError(f"no stored run for {name}; make paper EXP=ch05")
     monkeypatch.setattr(artefacts, "load_chapter_run", absent)
-    assert notebook.stored_chapter_run("05_memory_and_delay", "book") is None
-    assert len(shown) == 1 and "stored paper-scale result is missing" in shown[0] and "make paper EXP=ch05" in shown[0]
+    with pytest.raises(FileNotFoundError, match=r"make paper EXP=ch05.*-p book_only True"):
+        notebook.stored_chapter_run("05_memory_and_delay", "book")
+    assert shown == []
+    assert notebook.stored_chapter_run("05_memory_and_delay", "book", book_only=True) is None
+    assert calls == ["05_memory_and_delay"]                      # book_only: not even looked for
+    assert len(shown) == 1 and "book_only=True" in shown[0] and "not read" in shown[0]
+    with pytest.raises(TypeError, match="book_only"):
+        notebook.stored_chapter_run("05_memory_and_delay", "book", book_only="yes")
 
     def corrupt(name):
         raise ValueError("checksum mismatch for results/ch05/glued.json")

@@ -15,10 +15,19 @@ book is built from exactly the notebooks papermill produced, with no second exec
 
 A chapter is re-executed only when its inputs changed: the SHA-256 of its ``.md`` source, of
 every file of ``lib/`` and of the Python and key package versions is stored in ``_build/exec/NN_subject.json`` together with the
-measured wall time; the Reproducibility appendix reads those records.  A chapter is executed
-into ``_build/exec/NN_subject.running.ipynb`` and renamed into place only when every code cell
-ran without error; its record is removed before it runs, so an interrupted or killed run is
-executed again next time, and a notebook with a cell that never ran is never taken as current.
+measured wall time and the SHA-256 of the notebook it published; the Reproducibility appendix
+reads those records.  A notebook is published only if it is the one its record names: a
+notebook from elsewhere, or one whose outputs were edited, is executed again.  A chapter is
+executed into ``_build/exec/NN_subject.running.ipynb`` and renamed into place only when every
+code cell ran without error; its record is removed before it runs and written (atomically) after
+the rename, so an interrupted or killed run is executed again next time, and a notebook with a
+cell that never ran is never taken as current.  A record or ``_build/timings.json`` that cannot
+be read is reported in one line and treated as absent.
+
+``chapter`` executes into ``_build/chapters/NN_subject.running.ipynb`` and renders the page from
+that complete notebook in a folder of its own; only then do the notebook and the page replace the
+previous ones, and ``_build/chapters/NN_subject.json`` records the parameters and the SHA-256 of
+the notebook the page shows (removed just before the swap, so a pair without it is not a result).
 """
 from __future__ import annotations
 
@@ -27,7 +36,9 @@ import hashlib
 import json
 import os
 import platform
+import shutil
 import subprocess
+import tempfile
 import sys
 import time
 from datetime import datetime, timezone
@@ -110,10 +121,48 @@ def lib_digest() -> str:
     return h.hexdigest()
 
 
+_REPORTED: set[str] = set()
+
+
+def read_json(path: Path, what: str):
+    """The JSON content of a build record (a dict), or None when it is absent -- or unreadable:
+    a corrupt record is reported in one line (once per process) and treated as absent, so that
+    the build carries on and rewrites it instead of failing with a traceback until it is deleted."""
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        problem = f"cannot be read ({exc.strerror or exc})"
+    else:
+        try:
+            value = json.loads(text)
+        except ValueError as exc:
+            problem = f"is not valid JSON ({exc})"
+        else:
+            if isinstance(value, dict):
+                return value
+            problem = f"holds a {type(value).__name__}, not a JSON object"
+    if str(path) not in _REPORTED:
+        _REPORTED.add(str(path))
+        print(f"[book] {path} ({what}) {problem}; treated as absent", file=sys.stderr, flush=True)
+    return None
+
+
+def write_json(path: Path, value) -> None:
+    """Write a build record atomically (a temporary file beside it, then a rename)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(value, indent=1, sort_keys=True))
+    os.replace(tmp, path)
+
+
+def file_sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
 def read_timings() -> dict:
-    if TIMINGS.is_file():
-        return json.loads(TIMINGS.read_text())
-    return {}
+    return read_json(TIMINGS, "the chapters' wall times") or {}
 
 
 RESULTS = ROOT / "results"
@@ -182,7 +231,12 @@ def timings_seen(src: Path) -> str | None:
         for nb in sorted(BOOK.glob("[0-9][0-9]_*.ipynb")):
             if nb.stem in readers:
                 continue
-            for cell in json.loads(nb.read_text()).get("cells", []):
+            try:
+                cells = json.loads(nb.read_text()).get("cells", [])
+            except (OSError, ValueError, AttributeError):   # unreadable: its bytes stand for it
+                h.update(nb.read_bytes() if nb.is_file() else b"")
+                continue
+            for cell in cells:
                 for out in cell.get("outputs", []):
                     if out.get("metadata", {}).get("scrapbook", {}).get("name", "").startswith("fidelity-"):
                         h.update(json.dumps(out["data"], sort_keys=True).encode())
@@ -282,12 +336,15 @@ def kernel_env() -> dict:
     return env
 
 
-def _ipc_kernel_manager():
-    """A kernel manager that talks to the kernel over local IPC sockets (in a private temporary
-    folder) instead of TCP: nothing listens on a port, and ipykernel has no reason to warn that
-    the kernel is "running over TCP without encryption" for every chapter."""
-    import tempfile
+IPC_PREFIX = "rnnbook-ipc-"                 # + the executing process's id + "-"
+LEGACY_PREFIX = "rnnbook-kernel-"           # the socket folders of earlier versions (never removed)
 
+
+def _ipc_kernel_manager(folders: list[str]):
+    """A kernel manager that talks to the kernel over local IPC sockets (in a private temporary
+    folder, appended to ``folders`` so that the caller removes it) instead of TCP: nothing
+    listens on a port, and ipykernel has no reason to warn that the kernel is "running over TCP
+    without encryption" for every chapter."""
     from jupyter_client.manager import AsyncKernelManager
     from traitlets import CaselessStrEnum, default
 
@@ -296,9 +353,53 @@ def _ipc_kernel_manager():
 
         @default("ip")
         def _ip_default(self):
-            return os.path.join(tempfile.mkdtemp(prefix="rnnbook-kernel-"), "kernel")
+            folder = tempfile.mkdtemp(prefix=f"{IPC_PREFIX}{os.getpid()}-")
+            folders.append(folder)
+            return os.path.join(folder, "kernel")
 
     return IPCKernelManager
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:                  # exists, another user's
+        return True
+    return True
+
+
+def remove_stale_ipc_folders(older_than: float = 3600.0) -> int:
+    """Remove the socket folders that killed executions left in the temporary folder: a folder
+    of this version names the process that made it and is removed (with the socket files of
+    its dead kernel) once that process is gone; a folder of an earlier version only when it is
+    empty and older than ``older_than`` seconds (the kernel of a live execution keeps its sockets
+    there, and ``os.rmdir`` removes only empty folders).  Returns how many were removed."""
+    import stat
+
+    removed, now = 0, time.time()
+    for folder in Path(tempfile.gettempdir()).glob(IPC_PREFIX + "*"):
+        pid = folder.name[len(IPC_PREFIX):].split("-", 1)[0]
+        try:
+            if not pid.isdigit() or _alive(int(pid)) or not folder.is_dir():
+                continue
+            entries = list(folder.iterdir())
+            if all(stat.S_ISSOCK(e.lstat().st_mode) for e in entries):   # only a dead kernel's sockets
+                for e in entries:
+                    e.unlink()
+                folder.rmdir()
+                removed += 1
+        except OSError:              # not ours to remove, or gone meanwhile
+            pass
+    for folder in Path(tempfile.gettempdir()).glob(LEGACY_PREFIX + "*"):
+        try:
+            if folder.is_dir() and now - folder.stat().st_mtime > older_than:
+                folder.rmdir()
+                removed += 1
+        except OSError:              # not empty (a compiled kernel's private folder, or in use)
+            pass
+    return removed
 
 
 def run_papermill(src: Path, out: Path, parameters: dict | None = None) -> float:
@@ -320,16 +421,19 @@ def run_papermill(src: Path, out: Path, parameters: dict | None = None) -> float
     out.parent.mkdir(parents=True, exist_ok=True)
     old_env = dict(os.environ)
     os.environ.update(kernel_env())
+    folders: list[str] = []
     t0 = time.perf_counter()
     try:
         papermill.execute_notebook(
             str(work), str(out), parameters=parameters, cwd=str(BOOK), kernel_name="python3",
             progress_bar=False, log_output=False, report_mode=False,
-            kernel_manager_class=_ipc_kernel_manager(),
+            kernel_manager_class=_ipc_kernel_manager(folders),
         )
     finally:
         os.environ.clear()
         os.environ.update(old_env)
+        for folder in folders:       # the kernel has shut down: its socket folder goes with it
+            shutil.rmtree(folder, ignore_errors=True)
     return time.perf_counter() - t0
 
 
@@ -359,6 +463,7 @@ def execute(selected: list[str] | None = None, force: bool = False) -> list[str]
     if not srcs:
         raise BookError("no chapters found in _toc.yml")
     EXEC.mkdir(parents=True, exist_ok=True)
+    remove_stale_ipc_folders()
     lib_hash = lib_digest()
     ran = []
     failures = []
@@ -370,12 +475,15 @@ def execute(selected: list[str] | None = None, force: bool = False) -> list[str]
         record = EXEC / (src.stem + ".json")
         out = src.with_suffix(".ipynb")
         digest = input_digest(src, lib_hash)
-        if not force and out.is_file() and record.is_file():
-            rec = json.loads(record.read_text())
+        rec = read_json(record, f"the execution record of {src.stem}") if not force and out.is_file() else None
+        if rec is not None:
             if (rec.get("digest") == digest and rec.get("timings") == timings_seen(src)
-                    and not incomplete_cells(out)):
+                    and rec.get("notebook_sha256") == file_sha256(out) and not incomplete_cells(out)):
                 print(f"[book] {tag}: unchanged, not re-executed", flush=True)
                 continue
+            if rec.get("notebook_sha256") != file_sha256(out):
+                print(f"[book] {tag}: {out.name} is not the notebook its record published "
+                      "(edited, or from elsewhere)", flush=True)
         print(f"[book] {tag}: executing with papermill ...", flush=True)
         # the record goes first and the notebook is written beside its final place, then renamed:
         # an interrupted or killed run leaves no record and no half-executed notebook behind, so
@@ -399,18 +507,20 @@ def execute(selected: list[str] | None = None, force: bool = False) -> list[str]
         if bad:
             raise BookError(f"{src.stem}: papermill returned but cells {bad} did not complete; "
                             f"notebook left at {partial}")
+        published = file_sha256(partial)
         os.replace(partial, out)
         print(f"[book] {tag}: done in {wall:.1f} s", flush=True)
-        timings = read_timings()
         if "timings" not in dependencies(src)["reads"]:
+            timings = read_timings()
             timings[src.stem] = {
                 "seconds": round(wall, 2),
                 "scale": "book",
                 "measured": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
                 "machine": machine_description(),
             }
-            TIMINGS.write_text(json.dumps(timings, indent=1, sort_keys=True))
-        record.write_text(json.dumps({"digest": digest, "timings": timings_seen(src), "seconds": round(wall, 2)}))
+            write_json(TIMINGS, timings)
+        write_json(record, {"digest": digest, "timings": timings_seen(src), "seconds": round(wall, 2),
+                            "notebook_sha256": published})
         ran.append(src.stem)
     if failures:
         raise BookError(f"chapter(s) failed to execute: {', '.join(failures)}")
@@ -441,9 +551,19 @@ def build_html(strict: bool = False) -> Path:
 # ----------------------------------------------------------------------------- one chapter
 
 def run_chapter(ch: str, params: dict) -> Path:
+    """Execute chapter ``ch`` with ``params`` into ``_build/chapters/`` and render its page.
+
+    The notebook is executed into ``NN_subject.running.ipynb``; only a complete one (every code
+    cell ran, no error) is rendered, in a folder of its own, and only when the page is built do
+    the notebook and the page replace the previous ones.  The record ``NN_subject.json`` (the
+    parameters and the SHA-256 of the notebook the page shows) is removed just before that swap
+    and written after it, so a pair without a record is not a result.  A failed or interrupted
+    run leaves the previous notebook, page and record as they were, and its own notebook in
+    ``_build/chapters/failed/``."""
     src = resolve(ch)
     out_dir = BUILD / "chapters"
     out = out_dir / (src.stem + ".ipynb")
+    record = out_dir / (src.stem + ".json")
     if params:            # names and types checked before anything runs or is announced
         EXEC.mkdir(parents=True, exist_ok=True)
         work = EXEC / (src.stem + ".check.ipynb")
@@ -455,15 +575,44 @@ def run_chapter(ch: str, params: dict) -> Path:
                             f"the parameters cell declares: {', '.join(known)}")
         check_parameter_types(src, params, declared_types(work))
     print(f"[book] {src.stem}: executing with parameters {params or '(defaults)'}", flush=True)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    remove_stale_ipc_folders()
+    partial = out_dir / (src.stem + ".running.ipynb")
+    partial.unlink(missing_ok=True)
+    failed = out_dir / "failed" / out.name
     try:
-        wall = run_papermill(src, out, params)
+        wall = run_papermill(src, partial, params)
     except BookError:
         raise
-    except Exception as exc:
-        raise BookError(f"{src.stem} failed; the executed notebook with the error is {out}\n{exc}") from exc
+    except BaseException as exc:            # an error in a cell, or Ctrl-C: keep what ran, aside
+        where = "(nothing was executed)"
+        if partial.is_file():
+            failed.parent.mkdir(parents=True, exist_ok=True)
+            partial.replace(failed)
+            where = f"the executed notebook with the error is {failed}"
+        kept = f"; the previous result {out} is unchanged" if out.is_file() else ""
+        if not isinstance(exc, Exception):
+            print(f"[book] {src.stem}: interrupted; {where}{kept}", file=sys.stderr, flush=True)
+            raise
+        raise BookError(f"{src.stem} failed; {where}{kept}\n{exc}") from exc
+    bad = incomplete_cells(partial)
+    if bad:
+        failed.parent.mkdir(parents=True, exist_ok=True)
+        partial.replace(failed)
+        raise BookError(f"{src.stem}: papermill returned but cells {bad} did not complete; notebook left at {failed}")
     print(f"[book] {src.stem}: executed in {wall:.1f} s; rendering its page with the book's configuration",
           flush=True)
-    html = build_chapter_page(src, out, params)
+    staging = build_chapter_page(src, partial, params)
+    notebook_sha256 = file_sha256(partial)
+    # the swap: no record while the pair is being replaced, so a run killed here leaves no record
+    record.unlink(missing_ok=True)
+    site = out_dir / src.stem
+    shutil.rmtree(site, ignore_errors=True)
+    os.replace(staging, site)
+    os.replace(partial, out)
+    html = site / "_build" / "html" / "book" / (src.stem + ".html")
+    write_json(record, {"chapter": src.stem, "parameters": params, "notebook_sha256": notebook_sha256,
+                        "page": html.relative_to(BUILD).as_posix(), "seconds": round(wall, 2)})
     print(f"[book] notebook: {out}\n[book] page:     {html}", flush=True)
     return out
 
@@ -472,37 +621,36 @@ def build_chapter_page(src: Path, nb: Path, params: dict) -> Path:
     """Render a re-executed chapter as the book renders it: jupyter-book, the book's _config.yml,
     the notation page and the bibliography, in a small book of its own under
     _build/chapters/NN_subject/ (theorems, citations, numbered equations, offline MathJax).
-    References to other chapters stay unresolved there (a warning, not an error)."""
-    import shutil
-
-    site = BUILD / "chapters" / src.stem
-    shutil.rmtree(site, ignore_errors=True)
-    (site / "book").mkdir(parents=True)
+    References to other chapters stay unresolved there (a warning, not an error).  The page is
+    built in ``NN_subject.building/``, which is returned once complete (the caller puts it in
+    place)."""
+    staging = BUILD / "chapters" / (src.stem + ".building")
+    shutil.rmtree(staging, ignore_errors=True)
+    (staging / "book").mkdir(parents=True)
     for name in ("_config.yml", "references.bib", ".cache", "tools", "lib"):   # lib: the code listings
         if (ROOT / name).exists():
-            (site / name).symlink_to(ROOT / name)
-    (site / "book" / src.name).symlink_to(src)          # the .md source, offered for download
+            (staging / name).symlink_to(ROOT / name)
+    (staging / "book" / src.name).symlink_to(src)          # the .md source, offered for download
     for name in ("notation.md", "bibliography.md"):
-        (site / "book" / name).symlink_to(BOOK / name)
-    shutil.copy(nb, site / "book" / nb.name)
+        (staging / "book" / name).symlink_to(BOOK / name)
+    shutil.copy(nb, staging / "book" / (src.stem + ".ipynb"))
     shown = ", ".join(f"{k} = {v!r}" for k, v in params.items()) or "the defaults"
-    (site / "book" / "index.md").write_text(
+    (staging / "book" / "index.md").write_text(
         f"# {src.stem}: re-executed\n\nThis is the chapter `{src.name}` executed by `make chapter` with "
         f"{shown}, rendered with the book's configuration. The book itself is in `_build/html`.\n")
-    (site / "_toc.yml").write_text(
+    (staging / "_toc.yml").write_text(
         "format: jb-book\nroot: book/index\nparts:\n"
-        f"  - caption: Re-executed chapter\n    chapters:\n      - file: book/{nb.stem}\n"
+        f"  - caption: Re-executed chapter\n    chapters:\n      - file: book/{src.stem}\n"
         "  - caption: Front matter and references\n    chapters:\n      - file: book/notation\n"
         "      - file: book/bibliography\n")
     jb = Path(sys.executable).with_name("jupyter-book")
     cmd = ([str(jb)] if jb.is_file() else [sys.executable, "-m", "jupyter_book"]) + [
-        "build", str(site), "--builder", "html", "--quiet"]
-    res = subprocess.run(cmd, cwd=site, capture_output=True, text=True)
-    page = site / "_build" / "html" / "book" / (nb.stem + ".html")
-    if res.returncode != 0 or not page.is_file():
-        raise BookError(f"rendering {src.stem} failed (jupyter-book exit {res.returncode}):\n"
-                        f"{(res.stdout + res.stderr)[-3000:]}")
-    return page
+        "build", str(staging), "--builder", "html", "--quiet"]
+    res = subprocess.run(cmd, cwd=staging, capture_output=True, text=True)
+    if res.returncode != 0 or not (staging / "_build" / "html" / "book" / (src.stem + ".html")).is_file():
+        raise BookError(f"rendering {src.stem} failed (jupyter-book exit {res.returncode}); the previous page "
+                        f"is unchanged:\n{(res.stdout + res.stderr)[-3000:]}")
+    return staging
 
 
 # ----------------------------------------------------------------------------- command line

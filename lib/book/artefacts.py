@@ -56,7 +56,11 @@ def verify(files, root: Path, command: str) -> None:
             raise FileNotFoundError(f"{f} is missing: write it with `{command}`")
     expected = read_manifest(root)
     for f in files:
-        rel = f.relative_to(root).as_posix()
+        try:
+            rel = f.relative_to(root).as_posix()
+        except ValueError:
+            raise ValueError(f"{f} is not under the results folder {root}: only files of it are checked "
+                             "against its manifest") from None
         if rel not in expected:
             raise ValueError(f"{rel} is not listed in {manifest}")
         got = sha256_of(f)
@@ -64,9 +68,25 @@ def verify(files, root: Path, command: str) -> None:
             raise ValueError(f"checksum mismatch for {f}: expected {expected[rel]}, got {got}")
 
 
+def _name(what: str, value) -> str:
+    """A run or chapter name: a non-empty string naming one folder of results/ (no path)."""
+    if not isinstance(value, str) or not value or value in (".", "..") or "/" in value or "\\" in value:
+        raise ValueError(f"{what} must be the name of one folder of results/ (a non-empty string without "
+                         f"'/'), got {value!r}")
+    return value
+
+
+def _root(root) -> Path:
+    if root is None:
+        return RESULTS
+    if not isinstance(root, (str, Path)):
+        raise TypeError(f"root must be a folder (str or pathlib.Path), got {type(root).__name__}")
+    return Path(root)
+
+
 def chapter_folder(stem: str) -> str:
     """The results folder of chapter ``stem`` ("04_training_dynamics" -> "ch04_training_dynamics")."""
-    return "ch" + stem
+    return "ch" + _name("stem", stem)
 
 
 def load_chapter_run(stem: str, root: str | Path | None = None) -> dict:
@@ -76,11 +96,15 @@ def load_chapter_run(stem: str, root: str | Path | None = None) -> dict:
     Raises ``FileNotFoundError`` naming the missing file and the command that writes it, and
     ``ValueError`` if a checksum does not match.
     """
-    root = Path(root) if root is not None else RESULTS
+    root = _root(root)
     folder = root / chapter_folder(stem)
     files = [folder / "glued.json", folder / "meta.json"]
     verify(files, root, f"make paper EXP=ch{stem[:2]}")
-    return {"meta": json.loads(files[1].read_text()), "glued": json.loads(files[0].read_text())}
+    meta = json.loads(files[1].read_text())
+    if meta.get("experiment", folder.name) != folder.name:
+        raise ValueError(f"{files[1]} describes the run {meta['experiment']!r}, not {folder.name!r}: the stored "
+                         "files were moved between runs")
+    return {"meta": meta, "glued": json.loads(files[0].read_text())}
 
 
 def jsonable(value, digits: int = 6):
@@ -107,6 +131,25 @@ def jsonable(value, digits: int = 6):
     if value is None or isinstance(value, str):
         return value
     raise TypeError(f"cannot store {type(value).__name__} as JSON")
+
+
+def _same_run(name: str, meta: dict, data: dict, folder: Path) -> None:
+    """run.pt and meta.json of ``folder`` describe the run ``name`` and each other: the
+    experiment named in both, and the groups of run.pt (kind, layers, widths, seeds, in order)
+    those of meta.json's configuration."""
+    named = {"meta.json": meta.get("experiment", name), "run.pt": data.get("name", name)}
+    for where, value in named.items():
+        if value != name:
+            raise ValueError(f"{folder / where} belongs to the run {value!r}, not {name!r}: the stored files "
+                             "were moved or swapped between runs")
+    configured = (meta.get("config") or {}).get("groups")
+    if configured is None:
+        return
+    stored = [(g.get("kind", "gated"), g.get("layers", 1), list(g["widths"]), list(g["seeds"])) for g in data["groups"]]
+    declared = [(g.get("kind", "gated"), g.get("layers", 1), list(g["widths"]), list(g["seeds"])) for g in configured]
+    if stored != declared:
+        raise ValueError(f"{folder}: the groups of run.pt (kind, layers, widths, seeds) {stored} are not those "
+                         f"meta.json records {declared}: run.pt and meta.json come from different runs")
 
 
 class _JSONText:
@@ -138,17 +181,22 @@ def load_run(name: str, root: str | Path | None = None) -> dict:
     Returns ``{"meta": dict, "task": dict, "groups": [{"kind", "layers", "widths", "seeds", "pool",
     "history", "snapshots", "segments", "model", "members"}]}`` with float64 models: for gated groups a StackedGatedRNN
     whose members are GatedLinearRNN, otherwise a ModuleStack of RecurrentNet members.
-    Raises ``FileNotFoundError`` (naming the file and the command that writes it) if the run
-    is missing and ``ValueError`` if a checksum does not match.
+    Raises ``FileNotFoundError`` (naming the file and the command that writes it) if the run is
+    missing, and ``ValueError`` if a checksum does not match or the two files do not describe
+    this run (meta.json names another experiment, or run.pt's groups are not the ones meta.json
+    records: files moved or swapped between runs).  The chapters that read a training run analyse
+    it throughout, so a missing run fails them.
     """
     from ..architectures import build
 
-    root = Path(root) if root is not None else RESULTS
+    name = _name("name", name)
+    root = _root(root)
     folder = root / name
     files = [folder / "run.pt", folder / "meta.json"]
     verify(files, root, f"make paper EXP={name}")
     meta = json.loads(files[1].read_text())
     data = torch.load(files[0], map_location="cpu", weights_only=False)
+    _same_run(name, meta, data, folder)
     groups = []
     for g in data["groups"]:
         kind, layers = g.get("kind", "gated"), g.get("layers", 1)

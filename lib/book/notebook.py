@@ -4,7 +4,8 @@ column -- is :meth:`lib.book.experiments.Experiment.choose`, beside the declared
 
     check_scale  the one check of the ``scale`` switch ("book" or "paper")
     rel_err    ||a - b||_F / ||b||_F, the measure behind every "exact identity" check (float64)
-    stored_chapter_run  a chapter's stored paper-scale run at scale="book", or a plain note that it is absent
+    stored_chapter_run  a chapter's stored paper-scale run at scale="book" (a missing one is an error
+               unless the reader asked for the book scale only, ``book_only=True``)
     table      a results table, rendered (``markdown_table`` gives its Markdown text)
 
 Each chapter imports these instead of defining its own copy, so a reader who wonders what
@@ -33,24 +34,35 @@ def rel_err(a, b) -> float:
     return float(torch.linalg.norm(a - b) / torch.linalg.norm(b))
 
 
-def stored_chapter_run(chapter: str, scale: str):
+def stored_chapter_run(chapter: str, scale: str, *, book_only: bool = False):
     """The stored paper-scale run of ``chapter`` (``make paper EXP=chNN``), read at ``scale="book"``.
 
     Returns ``lib.artefacts.load_chapter_run(chapter)`` (checksums verified) at ``scale="book"`` and
     shows where it came from (command, finish time, duration, device, commit, torch, parameters).
     At ``scale="paper"`` it returns ``None`` and says so: this execution is the one that produces the
-    stored result. A run that is absent is said plainly on the page and gives ``None``: the
-    book-scale results stand alone. A checksum mismatch is an error (``ValueError``), not a missing run.
+    stored result. A run that is absent fails the chapter (``FileNotFoundError`` naming the file,
+    the command that writes it and the switch below), as does a checksum mismatch (``ValueError``):
+    a page never drops its paper-scale section silently.
+
+    ``book_only=True`` (the chapters' parameter of that name) is the reader's explicit choice of the
+    book scale only: the stored run is not read, the page says so, and ``None`` is returned.
     """
     check_scale(scale)
+    if not isinstance(book_only, bool):
+        raise TypeError(f"book_only must be True or False, got {book_only!r}")
     if scale == "paper":
         print("executed at scale='paper': the stored paper-scale result is being produced by this run")
+        return None
+    if book_only:
+        display(Markdown("**Book scale only** (executed with `book_only=True`): the stored paper-scale "
+                         "result is not read, and this section's paper-scale checks are left out."))
         return None
     try:
         run = artefacts.load_chapter_run(chapter)
     except FileNotFoundError as err:
-        display(Markdown(f"**The stored paper-scale result is missing** ({err}); this page shows the book scale only."))
-        return None
+        raise FileNotFoundError(f"the stored paper-scale result of {chapter} is missing ({err}); write it with "
+                                f"`make paper EXP=ch{chapter[:2]}`, or execute the chapter with `-p book_only True` "
+                                "for the book scale only") from None
     meta = run["meta"]
     display(Markdown(
         f"Stored run: `{meta['command']}`, finished {meta['finished_utc']} after "
