@@ -69,8 +69,7 @@ class AttentionTeacherTask:
             protocol of App. B.1 -- a fixed training set of ``pool`` sequences a member (drawn
             once from ``torch.Generator().manual_seed(pool_seeds[k])``), gone through in epochs,
             each epoch a fresh permutation drawn from the member's generator; a final partial
-            batch of an epoch is completed from the next epoch (Chapter 11, section
-            "sec-teacher-protocol").
+            batch of an epoch is completed from the next epoch.
         pool_seeds: one seed a member for its pool (required with ``pool``).
     """
 

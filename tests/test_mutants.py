@@ -50,7 +50,7 @@ MUTANTS = [
      ["test_attention.py"]),
     # the training objective: a target that broadcasts against the output
     ("objective: train_online's output-shape check skipped", "lib/online.py",
-     "    if tuple(out.shape) != tuple(y.shape):", "    if False:", ["test_objective.py"]),
+     "    if tuple(out.shape) != tuple(y_shape):", "    if False:", ["test_objective.py"]),
     ("objective: the shared output-against-target check skipped", "lib/_checks.py",
      "    if tuple(out.shape) != tuple(target.shape):", "    if False:", ["test_objective.py"]),
     ("objective: train_adamw's first batch not checked", "lib/training.py",
@@ -69,7 +69,7 @@ MUTANTS = [
     ("stored runs: only the first file verified", "lib/book/artefacts.py",
      "    for f in files:\n        try:", "    for f in files[:1]:\n        try:", ["test_stored_runs.py"]),
     ("stored runs: load_run verifies nothing", "lib/book/artefacts.py",
-     '        verify(files, root, f"make paper EXP={name}")', "        files[0].stat()", ["test_stored_runs.py"]),
+     '    verify(files, root, f"make paper EXP={name}")', "    files[0].stat()", ["test_stored_runs.py"]),
     ("stored runs: load_chapter_run verifies nothing", "lib/book/artefacts.py",
      '    verify(files, root, f"make paper EXP=ch{stem[:2]}")', "", ["test_stored_runs.py"]),
     ("stored runs: the run's name is not checked", "lib/book/artefacts.py",
