@@ -13,33 +13,34 @@ export OMP_WAIT_POLICY ?= PASSIVE
 # pip's configured extra indexes that do not exist on every machine print noise; drop it
 PIPQUIET := grep -v "is ignored: it is neither a file nor a directory" || true
 
-.PHONY: book test chapter bench paper setup mathjax clean list help browser lab
+.PHONY: book test chapter bench paper setup mathjax clean list help browser lab notebook
 .DEFAULT_GOAL := book
 
-## make book: venv + install, execute changed chapters with papermill, build _build/html
+## make book                 execute the chapters whose inputs changed, build _build/html
 book: setup
 	$(BIN)/python -m tools.book build
 
-## make test: library tests, every chapter executed, strict HTML build, browser check
+## make test                 library tests, every chapter executed, strict HTML build, browser check
 test: setup browser
 	$(BIN)/python -m pytest
 
-## make chapter CH=01 ARGS="-p T 24": re-execute one chapter with other parameters
+## make chapter CH=N ARGS="-p NAME VALUE ..."   re-execute one chapter with other parameters
+##                           (ARGS=--parameters lists them with their ranges; ARGS=--dry-run only checks)
 chapter: setup
-	@test -n "$(CH)" || { echo 'usage: make chapter CH=01 ARGS="-p NAME VALUE ..."'; exit 2; }
+	@test -n "$(CH)" || { echo 'usage: make chapter CH=N ARGS="-p NAME VALUE ..."  (make list: the chapters)'; exit 2; }
 	$(BIN)/python -m tools.book chapter $(CH) $(ARGS)
 
+## make list                 the chapters and their titles
 list: setup
-	$(BIN)/python -m tools.book list
+	@$(BIN)/python -m tools.book list
 
-## make paper: list the paper-scale experiments; make paper EXP=icl ARGS="--steps N": run one
-## (EXP=ch04, ch05, ch06: execute that chapter at scale="paper" and store what it glued)
+## make paper [EXP=NAME|chNN] [ARGS=...]   the paper-scale runs: list them, or run one and store it
 paper: setup
 	@if [ -z "$(EXP)" ]; then $(BIN)/python -m tools.paper list; \
 	elif echo "$(EXP)" | grep -qE '^ch[0-9]+$$'; then $(BIN)/python -m tools.paper chapter $(EXP) $(ARGS); \
 	else $(BIN)/python -m tools.paper run $(EXP) --progress $(ARGS); fi
 
-## make bench: the speed benchmarks (ratios against the reference implementations)
+## make bench [ARGS="--quick SUBJECT ..."]   speed ratios of the fast paths against their references
 bench: setup
 	$(BIN)/python -m benchmarks.run $(ARGS)
 
@@ -64,14 +65,31 @@ browser:
 	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null; \
 	  else echo "make test needs Chromium: sudo apt-get install chromium (or set CHROMIUM=/path/to/chromium)"; exit 2; fi; }
 
-## make lab: JupyterLab (installed on first use) to edit the chapters as notebooks
+## make lab / make notebook  edit the chapters as notebooks (JupyterLab / Jupyter Notebook)
+# Installed into .venv on first use (the `edit` extra).  The server's root is the repository
+# (book/jupytext.toml keeps the .md round trip exact wherever a server starts) and it opens
+# book/; as root Jupyter needs --allow-root, which these targets pass.  ARGS goes to Jupyter.
+JUPYTER_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
+EDIT_EXTRA = @$(BIN)/python -c 'import jupyterlab, notebook' 2>/dev/null || { \
+	echo "make: installing JupyterLab and Jupyter Notebook into $(VENV) (pip, the 'edit' extra)"; \
+	$(BIN)/python -m pip install --quiet -e '.[test,edit]' 2>&1 | { $(PIPQUIET); }; }
 lab: setup
-	@$(BIN)/python -c 'import jupyterlab' 2>/dev/null || $(BIN)/python -m pip install --quiet -e '.[test,edit]'
-	$(BIN)/jupyter lab book/
+	$(EDIT_EXTRA)
+	$(BIN)/jupyter lab --ServerApp.root_dir="$(CURDIR)" --LabApp.default_url=/lab/tree/book $(JUPYTER_ROOT) $(ARGS)
 
-## make help: this list
+notebook: setup
+	$(EDIT_EXTRA)
+	$(BIN)/jupyter notebook --ServerApp.root_dir="$(CURDIR)" --JupyterNotebookApp.default_url=/tree/book $(JUPYTER_ROOT) $(ARGS)
+
+## make help                 this list, then examples
 help:
 	@grep -E '^## ' $(firstword $(MAKEFILE_LIST)) | sed 's/^## /  /'
+	@echo; echo 'Examples (each runs as written; tests/test_book_tool.py runs them):'
+	@echo '  make chapter CH=1 ARGS="-p T_realize 16"'
+	@echo '  make chapter CH=07 ARGS="-p seed 3 -p max_len 12"'
+	@echo '  make chapter CH=12 ARGS=--parameters'
+	@echo '  make paper'
+	@echo '  make bench ARGS="--quick gated"'
 
 # MathJax is served from the build (the book works offline): npm registry -> .cache/mathjax
 mathjax: $(MATHJAX)

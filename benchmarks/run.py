@@ -90,11 +90,28 @@ def main(argv: list[str]) -> int:
     quick = "--quick" in argv
     rows = run_all(quick=quick, only=[a for a in argv if not a.startswith("-")])
     print(format_table(rows), flush=True)
+    print(conditions(), flush=True)
     missed = [r["name"] for r in rows if not r["ok"]]
     if missed:
         print("target missed:", "; ".join(missed), file=sys.stderr)
         return 1
     return 0
+
+
+def conditions() -> str:
+    """What the ratios depend on besides the code: threads and the machine's load, as measured."""
+    import os
+
+    import torch
+
+    load = os.getloadavg() if hasattr(os, "getloadavg") else None
+    busy = load is not None and load[0] > 0.5 * (os.cpu_count() or 1)
+    return (f"torch threads: {torch.get_num_threads()}; CPUs: {os.cpu_count()}; load average "
+            f"{'unknown' if load is None else ', '.join(f'{x:.1f}' for x in load)} (1, 5, 15 min).\n"
+            "The ratios depend on the number of threads and on the machine's load: the fast paths stream "
+            "memory and the references are compute-bound, so other work on the machine changes them unequally."
+            + ("\nThis machine is busy: a NO above may be the load, not the code; run again on an idle machine."
+               if busy else ""))
 
 
 if __name__ == "__main__":

@@ -77,13 +77,22 @@ def sha256(path: Path) -> str:
     return h.hexdigest()
 
 
+def _pooch():
+    """pooch, imported without the warning its tqdm import prints in a notebook kernel that has
+    no ipywidgets ("IProgress not found"): the book never shows pooch's progress bar."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="IProgress not found")
+        import pooch
+    return pooch
+
+
 def _cache_dir() -> Path:
     env = os.environ.get("RNNBOOK_CACHE")
     if env:
         return Path(env)
-    import pooch
-
-    return Path(pooch.os_cache("rnnbook"))
+    return Path(_pooch().os_cache("rnnbook"))
 
 
 def _verified(path: Path, remote: _Remote) -> Path:
@@ -142,8 +151,7 @@ def locate(filename: str, path: str | os.PathLike | None = None, *, download: bo
             + "\n  ".join(looked)
             + f"\nSet RNNBOOK_DATA to a folder holding it, or allow the download from {remote.url}"
         )
-    import pooch
-
+    pooch = _pooch()
     try:
         fetched = pooch.retrieve(remote.url, known_hash=f"sha256:{remote.sha256}", fname=filename,
                                  path=cache, downloader=downloader, progressbar=False)

@@ -377,3 +377,115 @@ def test_make_chapter_page_looks_like_the_book(tmp_path):
     assert "{cite" not in page and ":::{prf" not in page and "{eq}`" not in page
     assert "seed = 2" in (site / "book" / "index.html").read_text()
     assert browser_check.check_site(site) == []
+
+
+# ----------------------------------------------------------------------------- parameter ranges
+
+@pytest.mark.parametrize("src", book.chapters(), ids=lambda p: p.stem)
+def test_every_parameter_declares_its_range_and_its_defaults_are_in_it(src, tmp_path):
+    """Each parameter but a bool declares the range of values it accepts (tools/parameters.py);
+    its default, and the registry's book and paper values of the setting it names, lie in it."""
+    import ast
+
+    from lib.book import experiments
+
+    nb = tmp_path / (src.stem + ".ipynb")
+    book.to_notebook(src, nb)
+    ranges, types = book.declared_ranges(nb), book.declared_types(nb)
+    missing = [n for n in book.declared_parameters(nb) if n not in ranges and "bool" not in types.get(n, "")]
+    assert missing == [], f"{src.name}: parameters without a declared range: {missing}"
+    exp = experiments.experiment(src.stem)
+    for name, default in book.declared_parameters(nb).items():
+        if name not in ranges:
+            continue
+        values = [] if default == "None" else [ast.literal_eval(default) if not default.startswith("2 /")
+                                               else eval(default)]  # noqa: S307 - the chapter's own literal
+        if name in exp.settings:
+            values += [exp.settings[name].book, exp.settings[name].paper]
+        for v in values:
+            if v is None:
+                continue
+            v = [list(r) if isinstance(r, tuple) else r for r in v] if isinstance(v, (list, tuple)) else v
+            if ranges[name].kind == "path":        # a default path exists once the book is executed
+                assert isinstance(v, str), (src.name, name, v)
+                continue
+            assert ranges[name].problem(v, base=ROOT / "book") is None, \
+                f"{src.name}: {name} = {v!r} is outside its declared range {ranges[name].text}"
+
+
+@pytest.mark.parametrize("args, words", [
+    (["chapter", "07", "-p", "max_len", "0"], "parameter max_len must be ≥ 1, got 0"),
+    (["chapter", "1", "-p", "scale", "huge"], 'parameter scale must be "book" or "paper", got \'huge\''),
+    (["chapter", "02", "-p", "nu_W", "1.5"], "parameter nu_W must be in (0, 1), got 1.5"),
+    (["chapter", "09", "-p", "optimizer", "rmsprop"], 'parameter optimizer must be "adam" or "sgd"'),
+    (["chapter", "03", "-p", "fw_widths", "[100, 0]"], "parameter fw_widths item 1 (0) must be ≥ 1"),
+    (["chapter", "06", "-p", "fractions", "[0.7, 0.2]"], "parameter fractions must be a row of 3 values"),
+    (["chapter", "99", "-p", "timings_file", "no/such.json"], "parameter timings_file must be an existing file"),
+])
+def test_a_value_outside_its_range_is_refused_before_a_kernel_starts(args, words):
+    res = run_tool(*args)
+    assert res.returncode == 2 and words in res.stderr, res.stderr
+    assert "Traceback" not in res.stderr and "executing" not in res.stdout
+
+
+def test_a_chapter_is_named_by_its_number_with_or_without_the_zero():
+    first = book.chapters()[0]
+    assert book.resolve("1") == book.resolve("01") == book.resolve("ch01") == first
+    res = run_tool("chapter", "1", "-p", "T_realize", "16", "--dry-run")
+    assert res.returncode == 0 and "accepted; not executed" in res.stdout, res.stderr
+
+
+def test_list_shows_numbers_and_titles():
+    res = run_tool("list")
+    lines = res.stdout.splitlines()
+    assert res.returncode == 0 and len(lines) == len(book.chapters())
+    assert lines[0].startswith("01  Linear RNNs are convolutions  (book/01_")
+
+
+def test_parameters_lists_every_parameter_with_its_range():
+    res = run_tool("chapter", "07", "--parameters")
+    assert res.returncode == 0, res.stderr
+    assert re.search(r"^max_len\s+Optional\[int\]\s+None\s+≥ 1\s+their lengths", res.stdout, re.M), res.stdout
+
+
+def _help_examples() -> list[str]:
+    res = subprocess.run(["make", "-s", "help"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    text = res.stdout.split("Examples", 1)[1]
+    return [line.strip() for line in text.splitlines() if line.strip().startswith("make ")]
+
+
+def _make(example: str, extra: str = ""):
+    """Run a `make` example as written, with the tools of this Python (setup assumed done)."""
+    import shlex
+
+    words = shlex.split(example)
+    assert words[0] == "make"
+    if extra:
+        words = [w + " " + extra if w.startswith("ARGS=") else w for w in words]
+        if not any(w.startswith("ARGS=") for w in words):
+            words.append(f"ARGS={extra}")
+    return subprocess.run(["make", "-s", "-o", "setup", f"BIN={Path(sys.executable).parent}", *words[1:]], cwd=ROOT,
+                          capture_output=True, text=True, timeout=1200)
+
+
+def test_the_help_examples_name_real_chapters_and_parameters():
+    """Every `make chapter` example of `make help` passes the checks of names, types and ranges."""
+    examples = _help_examples()
+    assert len(examples) >= 4 and any("make chapter" in e for e in examples)
+    for example in (e for e in examples if e.startswith("make chapter") and "--parameters" not in e):
+        res = _make(example, "--dry-run")
+        assert res.returncode == 0 and "accepted" in res.stdout, (example, res.stdout, res.stderr)
+
+
+@pytest.mark.book
+def test_every_help_example_runs():
+    """Each example of `make help` runs to its end as written.  A benchmark run ends with status 1
+    when a ratio misses its target on this machine: it ran, and says so with the conditions."""
+    for example in _help_examples():
+        res = _make(example)
+        if example.startswith("make bench") and res.returncode == 1:
+            assert "target missed" in res.stderr and "The ratios depend on the number of threads" in res.stdout, \
+                (example, res.stdout[-2000:], res.stderr[-3000:])
+            continue
+        assert res.returncode == 0, (example, res.stdout[-2000:], res.stderr[-3000:])

@@ -41,6 +41,71 @@ PAGES = {
                            '<a href="_sources/08_with_source.md">.md</a></body></html>',
 }
 
+# The defects a reader met in an earlier build of the book, each reduced to a minimal page made of
+# that build's own HTML (the page it came from in brackets).  The content column is an
+# <article class="bd-article"> of the theme's width at a 1,400 px window (785 px of text).
+ARTICLE = '<article class="bd-article" style="width:785px;padding:0 32px;box-sizing:content-box">{}</article>'
+OUTPUT = ('<div class="cell_output docutils container"><div class="output {kind} highlight-myst-ansi notranslate">'
+          '<div class="highlight"><pre><span></span>{text}\n</pre></div></div></div>')
+LONG_CODE = ('scale: str = "book"             # "book" (default build) or "paper" (larger sizes); '
+             'every parameter of this chapter is a knob the reader may turn')
+DEFECTS = {
+    # (98_performance) a benchmark name holding |h| split its Markdown row: the table was not ours
+    "markdown_table_output.html": ARTICLE.format(
+        '<div class="cell_output docutils container"><div class="output text_markdown"><table class="table">'
+        "<thead><tr><th>benchmark</th><th>file</th><th>target met</th></tr></thead><tbody><tr>"
+        "<td>GatedLinearRNN forward, T=32, B=64,</td><td>h</td><td>=100, float64</td></tr></tbody></table>"
+        "</div></div>"),
+    # (97_fidelity) a claims table of 1,213 px in its scroll box: verdict and "shown in" off-screen
+    "clipped_table.html": ARTICLE.format(
+        '<div class="pst-scrollable-table-container" style="overflow-x:auto"><table class="table" style="width:1213px">'
+        "<tr><th>claim</th><th>paper</th><th>this book</th><th>verdict</th><th>shown in</th></tr></table></div>"),
+    # (07_sequence_autoencoders) a table scrolling in its own box inside an output box that
+    # scrolls too but does not overflow: its last column off-screen
+    "nested_scroll.html": ARTICLE.format(
+        '<div class="output text_html" style="overflow:auto"><div class="rnnbook-table" style="overflow-x:auto">'
+        '<table class="table" style="width:850px"><tr><th>data</th><th>worst prefix reconstruction</th></tr>'
+        "</table></div></div>"),
+    # an element simply wider than the column
+    "too_wide.html": ARTICLE.format('<div style="width:1100px">a figure too wide for the column</div>'),
+    # (01_linear_rnns_are_convolutions) the parameters cell: its comments cut off at the right
+    "clipped_code.html": ARTICLE.format(f'<div class="highlight"><pre style="overflow-x:auto;white-space:pre">'
+                                        f"{LONG_CODE}</pre></div>"),
+    # (02_two_tangent_kernels, section 2.4) a line of the M_n formula read as a list item
+    "latex_as_text.html": HEAD + "<body>" + ARTICLE.format(
+        '<p>$(M_n)<em>{(j,a,b),(j’,c,d)} = \\tfrac1n\\delta</em>{ac}(Q_j^\\top Q_{j’})<em>{bd}</em></p>'
+        '<ul class="simple"><li><p>\\tfrac1{n^2}\\sum_{m&lt;j,,m’&lt;j’} (P_m P_{m’}^\\top)</p></li></ul>') + "</body></html>",
+    # (02_two_tangent_kernels) the rest of that paragraph swallowed into a formula, with its role
+    "role_in_math.html": HEAD + "<body>" + ARTICLE.format(
+        '<p>check both identities <span class="math notranslate nohighlight">\\(, and {eq}`eq-factor` against '
+        "the autograd kernel of `lib.empirical_ntk` — to \\)</span></p>") + "</body></html>",
+    # (04, 05, 11, 12) the value of a check that ended a cell
+    "bare_true.html": ARTICLE.format(OUTPUT.format(kind="text_plain", text="True")),
+    # (06_s1_real_data) a warning printed while importing, with the build machine's path
+    "warning.html": ARTICLE.format(OUTPUT.format(
+        kind="stderr", text="/home/builder/rnnbook/.venv/lib/python3.11/site-packages/tqdm/auto.py:21: TqdmWarning: IProgress "
+                            "not found. Please update jupyter and ipywidgets.")),
+    # a path of the machine in a printed line, without a warning
+    "machine_path.html": ARTICLE.format(OUTPUT.format(kind="stream", text="results read from /home/builder/rnnbook/results")),
+    # a results table whose cross-reference the Sphinx extension never resolved
+    "unresolved_xref.html": ARTICLE.format(
+        '<div class="cell_output docutils container"><div class="output text_html"><div class="rnnbook-table">'
+        '<table class="table"><tr><th>shown in</th></tr><tr><td><a class="rnnbook-xref" data-role="ref" '
+        'data-target="sec-width" data-title="">sec-width</a></td></tr></table></div></div></div>'),
+}
+
+
+def clean_table_page() -> str:
+    """A results table as lib.book.notebook.table renders it, with math in a header and a cell,
+    an awkward cell and numbers: it passes, and MathJax typesets the math inside the cells."""
+    from lib.book import tables
+
+    html = tables.html(["benchmark", "$n$", "ratio", "target met"],
+                       [["GatedLinearRNN forward, |h|=100 | T=32 * B $5", "1000", "**2.1×**", "**no**"],
+                        ["tap error $\\lVert L_j \\rVert_F$", "64", "25.4×", "yes"]])
+    return HEAD + "<body>" + ARTICLE.format(
+        f'<div class="cell_output docutils container"><div class="output text_html">{html}</div></div>') + "</body></html>"
+
 
 @pytest.fixture(scope="module")
 def problems(tmp_path_factory):
@@ -52,7 +117,7 @@ def problems(tmp_path_factory):
     (site / "_sources").mkdir()
     (site / "_sources" / "08_with_source.md").write_text("# a chapter source\n")
     (site / "_sources" / "07_no_source.ipynb").write_text("{}")
-    for name, html in PAGES.items():
+    for name, html in {**PAGES, **DEFECTS, "clean_table.html": clean_table_page()}.items():
         (site / name).write_text(html)
     return browser_check.check_site(site)
 
@@ -114,3 +179,26 @@ def test_two_search_boxes_fail(problems):
 def test_chapter_page_without_its_md_source_fails(problems):
     found = of(problems, "07_no_source.html")
     assert any("07_no_source.md" in p for p in found), found
+
+
+def test_a_results_table_rendered_from_data_passes_with_its_math_typeset(problems):
+    assert of(problems, "clean_table.html") == []
+
+
+@pytest.mark.parametrize("page, words", [
+    ("markdown_table_output.html", "not rendered by lib.book.notebook.table"),
+    ("clipped_table.html", "hidden beyond the content column at 1400 px"),
+    ("nested_scroll.html", "hidden beyond the content column at 1400 px: div.rnnbook-table"),
+    ("too_wide.html", "wider than the content column at 1400 px"),
+    ("clipped_code.html", "hidden beyond the content column at 1400 px: pre"),
+    ("latex_as_text.html", "a LaTeX command left as text: '\\\\tfrac'"),
+    ("role_in_math.html", "inside a formula"),
+    ("bare_true.html", "a bare True printed under a cell"),
+    ("warning.html", "a warning in the published page"),
+    ("warning.html", "a path of the build machine in the page: '/home/builder/rnnbook/.venv/lib/python3.11/site-packages"),
+    ("machine_path.html", "a path of the build machine in the page: '/home/builder/rnnbook/results'"),
+    ("unresolved_xref.html", "was not resolved: 'sec-width'"),
+])
+def test_each_defect_a_reader_met_fails(problems, page, words):
+    found = of(problems, page)
+    assert any(words in p for p in found), found

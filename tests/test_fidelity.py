@@ -41,8 +41,7 @@ GOOD = dict(book="0.101", verdict="reproduced")
     (dict(what="again"), "claim 04-gap: what is given both by the ledger emami.toml and by the chapter"),
     (dict(key="04-bare", published="p"), "claim 04-bare: what is missing: give it in \\[claim.04-bare\\] of emami.toml"),
     (dict(key="04-nosection", section="see section 4"), "section must be the label"),
-    (dict(book="0.1 | 0.2"), "book must fit in one table cell"),
-    (dict(key="04-bare", what="w", published="two\nlines"), "published must fit in one table cell"),
+    (dict(book="see {cite}`emami2021`"), r"book: the MyST role \{cite\} cannot be rendered in a table cell"),
     (dict(book=""), "book must be a non-empty string"),
     (dict(scale="huge"), "scale must be 'book' or 'paper'"),
     (dict(verdict="not checked"), "a claim that is 'not checked' has no book value"),
@@ -195,11 +194,25 @@ def test_the_appendix_shows_exactly_the_chapters_records(appendix):
     folder, out = appendix
     records = fidelity.collect(sorted(folder.glob(CHAPTERS)))
     assert fidelity.appendix_disagreements(out, records) == []
-    shown = fidelity._markdown_outputs(out)
-    assert "| claim $b$ | exact | 1e-15 | 2e-15 | reproduced | {ref}`sec-b` |" in shown
-    assert "| the gap shrinks | 0.0947 (Table 1) | 0.1 | — | reproduced | {ref}`sec-x` |" in shown   # ledger words
-    assert "| a claim worded by the chapter | 0.125 | 0.1 | — | **differs** | {ref}`sec-x` |" in shown
-    assert "| Emami | Sec. 2 |" in shown and "**not checked**" in shown
+    rows = [tuple(r) for t in fidelity.shown_tables(out) for r in t["rows"]]
+    assert ("claim $b$", "exact", "1e-15", "2e-15", "reproduced", "{ref}`sec-b`") in rows
+    assert ("the gap shrinks", "0.0947 (Table 1)", "0.1", "—", "reproduced", "{ref}`sec-x`") in rows   # ledger words
+    assert ("a claim worded by the chapter", "0.125", "0.1", "—", "**differs**", "{ref}`sec-x`") in rows
+    assert any(r[0] == "Emami" and r[1] == "Sec. 2" for r in rows) and any("**not checked**" in r for r in rows)
+
+
+def test_the_appendix_tables_are_rendered_from_data_with_links_to_the_sections(appendix):
+    """Each claims and errata table is one HTML table (lib.book.tables) whose "shown in" cells
+    are cross-references the book's Sphinx extension resolves, and whose cells hold their text."""
+    import nbformat
+
+    _, out = appendix
+    html = [o["data"]["text/html"] for c in nbformat.read(out, as_version=4).cells if c.cell_type == "code"
+            for o in c.get("outputs", []) if "text/html" in o.get("data", {})]
+    assert len(html) == 5                              # three papers, the errata, the counts
+    assert all(h.count("<table") == 1 and 'class="rnnbook-table' in h for h in html)
+    assert '<a class="rnnbook-xref" data-role="ref" data-target="sec-b"' in html[0]
+    assert not any("{ref}" in h or "| " in h.split("<tbody>")[0] for h in html)
 
 
 def test_a_changed_chapter_value_or_a_typed_appendix_row_is_caught(appendix, tmp_path):
@@ -214,10 +227,9 @@ def test_a_changed_chapter_value_or_a_typed_appendix_row_is_caught(appendix, tmp
     nb = json.loads(out.read_text())                     # a row typed into the appendix
     for cell in nb["cells"]:
         for o in cell.get("outputs", []):
-            if "text/markdown" in o.get("data", {}):
-                md = o["data"]["text/markdown"]
-                o["data"]["text/markdown"] = (md if isinstance(md, str) else "".join(md)) + \
-                    "\n| typed | 1 | 1 | — | reproduced | {ref}`sec-z` |"
+            meta = o.get("metadata", {})
+            if fidelity.MIME in meta and meta[fidelity.MIME]["header"] == fidelity.CLAIMS_HEADER:
+                meta[fidelity.MIME]["rows"].append(["typed", "1", "1", "—", "reproduced", "{ref}`sec-z`"])
                 break
     typed = tmp_path / "97_typed.ipynb"
     typed.write_text(json.dumps(nb))

@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from lib.book.notebook import check_scale, markdown_table, rel_err
+from lib.book.notebook import check_scale, rel_err
 from lib.sequence_memory import random_sequences
 
 
@@ -110,25 +110,6 @@ def test_stored_chapter_run_reads_the_real_stored_runs():
     for name in ("04_training_dynamics", "05_memory_and_delay", "06_s1_real_data"):
         run = notebook.stored_chapter_run(name, "book")
         assert run is not None and set(run) >= {"meta", "glued"}
-
-
-def test_markdown_table_writes_a_header_a_rule_and_one_line_per_row():
-    text = markdown_table(["$n$", "error"], [[10, "1.0e-03"], ["100", "3.2e-04"]])
-    assert text.splitlines() == ["| $n$ | error |", "|---|---|", "| 10 | 1.0e-03 |", "| 100 | 3.2e-04 |"]
-    assert markdown_table(["a"], []) == "| a |\n|---|"
-
-
-def test_markdown_table_rejects_a_ragged_row_by_index():
-    with pytest.raises(ValueError, match=r"rows\[1\] has 1 cells; the header has 2 columns"):
-        markdown_table(["a", "b"], [["1", "2"], ["3"]])
-    with pytest.raises(ValueError, match="header must name at least one column"):
-        markdown_table([], [])
-
-
-@pytest.mark.parametrize("cell", [0.1, 1e-3, True, None, torch.tensor(1.0)])
-def test_markdown_table_refuses_an_unformatted_number(cell):
-    with pytest.raises(TypeError, match=r"rows\[0\]\[1\] must be text"):
-        markdown_table(["a", "b"], [["x", cell]])
 
 
 def test_check_scale_returns_the_scale_or_names_both_values():

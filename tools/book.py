@@ -2,11 +2,16 @@
 
     python tools/book.py execute [--force] [CH ...]   execute changed chapters (all by default)
     python tools/book.py build [--strict]             execute, then jupyter-book build -> _build/html
-    python tools/book.py chapter CH [-p NAME VALUE]... [-f params.yaml]
+    python tools/book.py chapter CH [-p NAME VALUE]... [-f params.yaml] [--dry-run]
                                                       re-execute one chapter with other parameters
                                                       into _build/chapters/ (notebook + its page,
-                                                      rendered by jupyter-book as in the book)
-    python tools/book.py list                         the chapters, in table-of-contents order
+                                                      rendered by jupyter-book as in the book);
+                                                      every value is checked against the range its
+                                                      parameter declares before anything runs
+    python tools/book.py chapter CH --parameters      the chapter's parameters, types, ranges, defaults
+    python tools/book.py list                         the chapters and their titles, in order
+
+CH is the chapter's number (``1``, ``01``) or name.
 
 A *chapter* is a jupytext MyST notebook ``book/NN_subject.md`` listed in ``_toc.yml``.  Its
 executed copy ``book/NN_subject.ipynb`` (git-ignored) is what jupyter-book renders; the
@@ -89,14 +94,23 @@ def chapters() -> list[Path]:
 
 
 def resolve(ch: str) -> Path:
-    """A chapter given as ``01``, ``01_linear_rnns_are_convolutions`` or a path."""
+    """A chapter given as ``1``, ``01``, ``ch01``, ``01_linear_rnns_are_convolutions`` or a path."""
     cands = chapters()
     p = Path(ch)
+    number = ch.removeprefix("ch").zfill(2) if ch.removeprefix("ch").isdigit() else None
     for src in cands:
-        if ch in (src.stem, src.stem[:2], str(src), str(src.relative_to(ROOT))) or p.resolve() == src:
+        if ch in (src.stem, str(src), str(src.relative_to(ROOT))) or number == src.stem[:2] or p.resolve() == src:
             return src
     names = ", ".join(s.stem for s in cands)
-    raise BookError(f"unknown chapter {ch!r}; chapters are: {names}")
+    raise BookError(f"unknown chapter {ch!r}; chapters are: {names} (give the number, e.g. 1 or 01, or the name)")
+
+
+def title(src: Path) -> str:
+    """The chapter's title: the first level-1 heading of its source."""
+    import re
+
+    m = re.search(r"^# (.+)$", src.read_text(), re.M)
+    return m[1].strip() if m else src.stem
 
 
 # the packages whose versions can change a chapter's numbers
@@ -175,6 +189,7 @@ def dependencies(src: Path) -> dict:
           stored: [teacher, teacher_width]   # stored runs, results/NAME (make paper); or: all
           reads: [records]                   # the other chapters' fidelity records
           reads: [timings]                   # the other chapters' wall-time records
+          page: wide                         # (for the HTML only: tools/book_html.py)
 
     Returns {"stored": [...], "reads": [...]} (empty lists when nothing is declared); an unknown
     key or value is a BookError naming the chapter."""
@@ -183,10 +198,10 @@ def dependencies(src: Path) -> dict:
     text = src.read_text()
     front = yaml.safe_load(text.split("---", 2)[1]) if text.startswith("---") else {}
     declared = (front or {}).get("rnnbook") or {}
-    if not isinstance(declared, dict) or set(declared) - {"stored", "reads"} \
-            or set(declared.get("reads", [])) - {"records", "timings"}:
-        raise BookError(f"{src.name}: front matter 'rnnbook' may hold 'stored: [run names]' and "
-                        f"'reads: [records | timings]', got {declared!r}")
+    if not isinstance(declared, dict) or set(declared) - {"stored", "reads", "page"} \
+            or set(declared.get("reads", [])) - {"records", "timings"} or declared.get("page", "wide") != "wide":
+        raise BookError(f"{src.name}: front matter 'rnnbook' may hold 'stored: [run names]', "
+                        f"'reads: [records | timings]' and 'page: wide', got {declared!r}")
     stored = declared.get("stored", [])
     if stored == "all":
         from lib.book.artefacts import read_manifest
@@ -260,7 +275,7 @@ def to_notebook(src: Path, dest: Path) -> None:
     # a plain notebook: without jupytext's pairing metadata ("formats": "md:myst") the executed
     # and downloadable .ipynb opens in any Jupyter as itself
     nb.metadata.pop("jupytext", None)
-    nb.metadata.setdefault("kernelspec", {"name": "python3", "display_name": "Python 3", "language": "python"})
+    nb.metadata.setdefault("kernelspec", {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"})
     nb.metadata["kernelspec"]["name"] = "python3"
     dest.parent.mkdir(parents=True, exist_ok=True)
     jupytext.write(nb, dest, fmt="ipynb")
@@ -325,6 +340,59 @@ def check_parameter_types(src: Path, parameters: dict, types: dict) -> None:
         if name in types and not conforms(value, types[name]):
             raise BookError(f"{src.name}: parameter {name} must be {types[name]}, got {value!r} "
                             f"({type(value).__name__})")
+
+
+def declared_ranges(nb_path: Path) -> dict:
+    """Name -> :class:`tools.parameters.Range` of every parameter whose comment declares its
+    accepted range (``name: int = 3  # ≥ 1: what it is``, grammar in ``tools/parameters.py``)."""
+    from tools.parameters import split_comment
+
+    out = {}
+    for name, p in declared(nb_path).items():
+        rng, _ = split_comment(p.get("help") or "")
+        if rng is not None:
+            out[name] = rng
+    return out
+
+
+def check_parameters(src: Path, parameters: dict, nb_path: Path) -> None:
+    """Every check a reader's values get before a kernel starts, each a BookError naming the
+    parameter: a name the parameters cell does not declare, a value of the wrong type, a value
+    outside the parameter's declared range (``None`` passes where the type is Optional)."""
+    known = declared(nb_path)
+    unknown = sorted(set(parameters) - set(known))
+    if unknown:
+        raise BookError(f"{src.name}: unknown parameter(s) {', '.join(unknown)}; "
+                        f"the parameters cell declares: {', '.join(known)}")
+    check_parameter_types(src, parameters, declared_types(nb_path))
+    ranges = declared_ranges(nb_path)
+    for name, value in parameters.items():
+        if value is None or name not in ranges:
+            continue
+        problem = ranges[name].problem(value, base=BOOK)
+        if problem:
+            raise BookError(f"{src.name}: parameter {name} {problem}, got {value!r} "
+                            f"(declared: {known[name].get('help')})")
+
+
+def parameters_table(src: Path) -> str:
+    """The chapter's parameters as a reader reads them: name, type, default, range, meaning."""
+    from tools.parameters import split_comment
+
+    EXEC.mkdir(parents=True, exist_ok=True)
+    work = EXEC / (src.stem + ".check.ipynb")
+    to_notebook(src, work)
+    rows = [("name", "type", "default", "accepted", "what it is")]
+    for name, p in declared(work).items():
+        rng, what = split_comment(p.get("help") or "")
+        kind = p["inferred_type_name"] or ""
+        rows.append((name, kind, p["default"], rng.text if rng else ("True or False" if "bool" in kind else "—"),
+                     what))
+    widths = [max(len(r[j]) for r in rows) for j in range(4)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r[:4], widths)) + "  " + r[4] for r in rows]
+    lines.insert(1, "-" * len(lines[0]))
+    return (f"{src.stem}: {title(src)}\n" + "\n".join(lines)
+            + "\nNone takes the chapter's default for its scale (scale=\"book\" or \"paper\").")
 
 
 def kernel_env() -> dict:
@@ -410,14 +478,7 @@ def run_papermill(src: Path, out: Path, parameters: dict | None = None) -> float
     to_notebook(src, work)
     parameters = parameters or {}
     if parameters:
-        known = declared_parameters(work)
-        unknown = sorted(set(parameters) - set(known))
-        if unknown:
-            raise BookError(
-                f"{src.name}: unknown parameter(s) {', '.join(unknown)}; "
-                f"the parameters cell declares: {', '.join(known)}"
-            )
-        check_parameter_types(src, parameters, declared_types(work))
+        check_parameters(src, parameters, work)
     out.parent.mkdir(parents=True, exist_ok=True)
     old_env = dict(os.environ)
     os.environ.update(kernel_env())
@@ -550,7 +611,7 @@ def build_html(strict: bool = False) -> Path:
 
 # ----------------------------------------------------------------------------- one chapter
 
-def run_chapter(ch: str, params: dict) -> Path:
+def run_chapter(ch: str, params: dict, dry_run: bool = False) -> Path:
     """Execute chapter ``ch`` with ``params`` into ``_build/chapters/`` and render its page.
 
     The notebook is executed into ``NN_subject.running.ipynb``; only a complete one (every code
@@ -559,21 +620,20 @@ def run_chapter(ch: str, params: dict) -> Path:
     parameters and the SHA-256 of the notebook the page shows) is removed just before that swap
     and written after it, so a pair without a record is not a result.  A failed or interrupted
     run leaves the previous notebook, page and record as they were, and its own notebook in
-    ``_build/chapters/failed/``."""
+    ``_build/chapters/failed/``.  With ``dry_run`` the parameters are checked and nothing runs."""
     src = resolve(ch)
     out_dir = BUILD / "chapters"
     out = out_dir / (src.stem + ".ipynb")
     record = out_dir / (src.stem + ".json")
-    if params:            # names and types checked before anything runs or is announced
+    if params:            # names, types and ranges checked before anything runs or is announced
         EXEC.mkdir(parents=True, exist_ok=True)
         work = EXEC / (src.stem + ".check.ipynb")
         to_notebook(src, work)
-        known = declared_parameters(work)
-        unknown = sorted(set(params) - set(known))
-        if unknown:
-            raise BookError(f"{src.name}: unknown parameter(s) {', '.join(unknown)}; "
-                            f"the parameters cell declares: {', '.join(known)}")
-        check_parameter_types(src, params, declared_types(work))
+        check_parameters(src, params, work)
+    if dry_run:
+        print(f"[book] {src.stem}: parameters {params or '(defaults)'} accepted; not executed (--dry-run)",
+              flush=True)
+        return out
     print(f"[book] {src.stem}: executing with parameters {params or '(defaults)'}", flush=True)
     out_dir.mkdir(parents=True, exist_ok=True)
     remove_stale_ipc_folders()
@@ -668,12 +728,14 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("chapter", help="chapter number (01) or name")
     c.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"))
     c.add_argument("-f", "--parameters-file", help="YAML file of parameters")
+    c.add_argument("--parameters", action="store_true", help="list the chapter's parameters and their ranges")
+    c.add_argument("--dry-run", action="store_true", help="check the parameters, execute nothing")
     sub.add_parser("list", help="list the chapters")
     args = ap.parse_args(argv)
     try:
         if args.cmd == "list":
             for src in chapters():
-                print(src.relative_to(ROOT))
+                print(f"{src.stem[:2]}  {title(src)}  ({src.relative_to(ROOT)})")
         elif args.cmd == "execute":
             execute(args.chapters, force=args.force)
         elif args.cmd == "build":
@@ -699,7 +761,10 @@ def main(argv: list[str] | None = None) -> int:
                 params.update(loaded or {})
             for name, value in args.parameter:
                 params[name] = parse_value(value)
-            run_chapter(args.chapter, params)
+            if args.parameters:
+                print(parameters_table(resolve(args.chapter)))
+            else:
+                run_chapter(args.chapter, params, dry_run=args.dry_run)
     except BookError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

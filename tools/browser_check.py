@@ -12,8 +12,16 @@ Every HTML page of the build is opened from disk (file://, as a reader would) an
     delimiters survive in the text outside code;
   * show every ``<img>`` (complete and naturalWidth > 0);
   * show no Markdown as text: no paragraph that is a pipe table (``| a | b |``), no MyST role
-    (``{eq}`...```, ``{ref}``, ``{cite}``, ``{glue}``...) and no inline ``$...$`` math left
-    in the text outside code;
+    (``{eq}`...```, ``{ref}``, ``{cite}``, any ``{name}`...```), no inline ``$...$`` math and
+    no LaTeX command (``\\tfrac``) left in the text outside code, and no backtick or role inside
+    a formula MathJax typeset (a formula the Markdown parser cut apart);
+  * show under its cells no bare ``True`` / ``False`` / ``None`` (a cell's last expression), no
+    warning or traceback printed to stderr, and no path of the machine that built it (this
+    checkout, the Python installation, the home folder, ``/tmp/...``, ``site-packages``);
+  * render every table in a cell's output with ``lib.book.notebook.table`` (a ``div.rnnbook-table``:
+    built from data, so no cell can break a row) with its cross-references resolved;
+  * fit the content column at a 1,400 x 900 window: no element reaches past the column's right
+    edge, and no box that scrolls sideways hides part of its content (a table, a code line);
   * show at most one search box, and, on a chapter page (``NN_subject.html``), link its
     jupytext source ``_sources/.../NN_subject.md`` (the download menu).
 In addition every internal link (``<a href>`` to a local file, with its ``#fragment``) must
@@ -36,6 +44,7 @@ from urllib.parse import unquote, urlsplit
 CHAPTER = re.compile(r"^\d\d_\w+\.html$")   # a chapter page: it offers its jupytext .md source
 SKIP_DIRS = {"_static", "_sources", "_images", "mathjax", "_downloads"}
 LOCAL_HOSTS = {"localhost", "127.0.0.1", "[::1]", "::1"}
+WINDOW = (1400, 900)      # the reader's window: every page must fit its content column at this size
 CHROMIUM_ARGS = [
     "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
@@ -43,7 +52,7 @@ CHROMIUM_ARGS = [
 ]
 
 PAGE_PROBE = r"""
-async () => {
+async (machineRoots) => {
   const out = {};
   if (window.MathJax && window.MathJax.startup && window.MathJax.startup.promise) {
     await window.MathJax.startup.promise;
@@ -71,8 +80,70 @@ async () => {
   out.rawTables = [...clone.querySelectorAll("p")]
       .filter(p => /^\s*\|/.test(p.textContent) && (p.textContent.match(/\|/g) || []).length >= 4)
       .map(p => p.textContent.trim().slice(0, 60));
-  out.rawRoles = (text.match(/\{(eq|ref|numref|doc|cite(:[tp])?|glue(:text)?|prf:ref)\}`[^`]*`/g) || []).slice(0, 5);
+  out.rawRoles = (text.match(/\{[a-zA-Z][\w:+-]*\}`[^`]*`/g) || []).slice(0, 5);
   out.rawInlineMath = (text.match(/\$[^$\s][^$\n]{0,80}?\$/g) || []).slice(0, 5);
+  // LaTeX that reached the page as text (a formula the Markdown parser broke, e.g. a line of it
+  // read as a list item), and MyST markup that ended up inside a formula
+  out.rawLatex = [...new Set(text.match(/\\[a-zA-Z]{2,}/g) || [])].slice(0, 5);
+  out.mathWithMarkup = [];
+  if (window.MathJax && MathJax.startup && MathJax.startup.document && MathJax.startup.document.math) {
+    for (const item of MathJax.startup.document.math) {
+      const tex = String(item.math);
+      if (/`|\{[a-zA-Z][\w:+-]*\}`/.test(tex)) out.mathWithMarkup.push(tex.replace(/\s+/g, " ").slice(0, 80));
+    }
+  }
+  // cell outputs a reader should not see: a bare True / False / None (a cell's last expression),
+  // a warning printed to stderr, a path of the machine the book was built on
+  const outputs = [...document.querySelectorAll(".cell_output .output")];
+  out.bareValues = outputs.filter(o => o.classList.contains("text_plain") &&
+      /^(True|False|None)$/.test(o.textContent.trim())).map(o => o.textContent.trim());
+  out.warnings = outputs.filter(o => o.classList.contains("stderr") || o.classList.contains("traceback"))
+      .map(o => o.textContent.trim()).filter(t => /Warning\b|^WARNING|Traceback/m.test(t)).map(t => t.slice(0, 100));
+  const visible = document.body.cloneNode(true);
+  visible.querySelectorAll(".cell_input, script, style, mjx-assistive-mml").forEach(el => el.remove());
+  const vtext = visible.textContent;
+  const pathRe = /(?:^|[\s"'(=:\[])(\/(?:home|root|tmp|work|Users|opt|var|srv|mnt|usr\/local|private)\/[^\s"'<>)\]]*)/g;
+  out.machinePaths = [...new Set([...vtext.matchAll(pathRe)].map(m => m[1]))];
+  if (/site-packages/.test(vtext)) out.machinePaths.push("site-packages");
+  for (const p of (machineRoots || [])) if (p && vtext.includes(p)) out.machinePaths.push(p);
+  out.machinePaths = [...new Set(out.machinePaths)].slice(0, 5);
+  // results tables: rendered from data by lib.book.notebook.table, cross-references resolved
+  out.foreignTables = [...document.querySelectorAll(".cell_output table")]
+      .filter(t => !t.closest(".rnnbook-table")).map(t => t.textContent.trim().replace(/\s+/g, " ").slice(0, 60));
+  out.unresolved = [...document.querySelectorAll("a.rnnbook-xref")].map(a => a.getAttribute("data-target"));
+  // geometry at the reader's window: nothing wider than the content column, nothing hidden
+  // in a box that scrolls sideways
+  const column = document.querySelector("article.bd-article") || document.querySelector("main") || document.body;
+  const cstyle = getComputedStyle(column);
+  const right = column.getBoundingClientRect().right - parseFloat(cstyle.paddingRight || "0") + 1;
+  const describe = el => el.tagName.toLowerCase() + (typeof el.className === "string" && el.className.trim()
+      ? "." + el.className.trim().split(/\s+/).slice(0, 2).join(".") : "") + " «" +
+      (el.textContent || "").trim().replace(/\s+/g, " ").slice(0, 50) + "»";
+  const scrollers = [];
+  out.tooWide = [];
+  out.clipped = [];
+  for (const el of column.querySelectorAll("*")) {
+    if (el.closest("mjx-assistive-mml")) continue;
+    // MathJax's own parts are laid out inside their formula: the formula's box is measured
+    if (el.tagName.startsWith("MJX-") && el.tagName !== "MJX-CONTAINER") continue;
+    const st = getComputedStyle(el);
+    if (st.display === "none" || st.visibility === "hidden") continue;
+    if (scrollers.some(box => box.contains(el))) continue;      // inside a box already reported
+    const r = el.getBoundingClientRect();
+    if (r.width === 0 || r.height === 0) continue;
+    // an inline formula's box is as wide as its typeset math (its scroll width counts MathJax's
+    // hidden speech copy): it is measured against the column, not as a box that scrolls; a
+    // displayed formula that scrolls sideways is reported as hiding its end
+    const formula = el.matches("span.math") || (el.tagName === "MJX-CONTAINER" && el.getAttribute("display") !== "true");
+    if (!formula && ["auto", "scroll", "hidden", "clip"].includes(st.overflowX) && el.scrollWidth > el.clientWidth + 1) {
+      scrollers.push(el);                 // reported once; what it hides is not reported again
+      out.clipped.push(`${describe(el)} shows ${el.clientWidth} of ${el.scrollWidth} px`);
+      continue;
+    }
+    if (r.right > right) out.tooWide.push(`${describe(el)} reaches ${Math.round(r.right - right)} px past the column`);
+  }
+  out.tooWide = out.tooWide.slice(0, 5);
+  out.clipped = out.clipped.slice(0, 5);
   // search fields the page displays (the theme's header and sidebar each can hold one)
   out.searchFields = [...document.querySelectorAll(".search-button-field")]
       .filter(el => el.getClientRects().length > 0 && getComputedStyle(el).visibility !== "hidden").length;
@@ -81,6 +152,13 @@ async () => {
   return out;
 }
 """
+
+
+def machine_roots() -> list[str]:
+    """Folders of the machine that builds the book, which no page may show: this checkout, the
+    Python installation, the user's home."""
+    out = {str(Path(__file__).resolve().parent.parent), sys.prefix, sys.base_prefix, str(Path.home())}
+    return sorted(p for p in out if p not in ("", "/"))
 
 
 class _Anchors(HTMLParser):
@@ -161,7 +239,7 @@ def check_pages(root: Path, page_list: list[Path], timeout_ms: int = 60_000) -> 
     problems: list[str] = []
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=find_chromium(), args=CHROMIUM_ARGS)
-        context = browser.new_context()
+        context = browser.new_context(viewport={"width": WINDOW[0], "height": WINDOW[1]})
         current: dict[str, str] = {"page": ""}
 
         def route(r):
@@ -190,7 +268,7 @@ def check_pages(root: Path, page_list: list[Path], timeout_ms: int = 60_000) -> 
             page.on("requestfailed", failed)
             try:
                 page.goto(path.resolve().as_uri(), wait_until="load", timeout=timeout_ms)
-                info = page.evaluate(PAGE_PROBE)
+                info = page.evaluate(PAGE_PROBE, machine_roots())
             except Exception as exc:  # noqa: BLE001 - a page that cannot load is a problem
                 problems.append(f"{rel}: could not be checked: {exc}")
                 page.close()
@@ -211,6 +289,24 @@ def check_pages(root: Path, page_list: list[Path], timeout_ms: int = 60_000) -> 
                 problems.append(f"{rel}: a MyST role left as text: {r!r}")
             for m in info["rawInlineMath"]:
                 problems.append(f"{rel}: inline math left as text: {m!r}")
+            for t in info["rawLatex"]:
+                problems.append(f"{rel}: a LaTeX command left as text: {t!r}")
+            for t in info["mathWithMarkup"]:
+                problems.append(f"{rel}: Markdown or a MyST role inside a formula: {t!r}")
+            for t in info["bareValues"]:
+                problems.append(f"{rel}: a bare {t} printed under a cell (a cell's last expression)")
+            for t in info["warnings"]:
+                problems.append(f"{rel}: a warning in the published page: {t!r}")
+            for t in info["machinePaths"]:
+                problems.append(f"{rel}: a path of the build machine in the page: {t!r}")
+            for t in info["foreignTables"]:
+                problems.append(f"{rel}: a table in a cell's output not rendered by lib.book.notebook.table: {t!r}")
+            for t in info["unresolved"]:
+                problems.append(f"{rel}: a cross-reference in a results table was not resolved: {t!r}")
+            for t in info["tooWide"]:
+                problems.append(f"{rel}: wider than the content column at {WINDOW[0]} px: {t}")
+            for t in info["clipped"]:
+                problems.append(f"{rel}: hidden beyond the content column at {WINDOW[0]} px: {t}")
             if info["searchFields"] > 1:
                 problems.append(f"{rel}: {info['searchFields']} search boxes shown (one per page)")
             if CHAPTER.match(path.name) and not any(h.endswith(path.stem + ".md") for h in info["mdSources"]):

@@ -274,12 +274,24 @@ def glued_values(nb_path: Path) -> dict:
     return out
 
 
+def forms() -> str:
+    """Every form ``make paper`` takes, with the names each accepts (printed with every error
+    about what to run)."""
+    runs = ", ".join(experiments.RUNS)
+    chapters = ", ".join(f"ch{e.chapter[:2]}" for e in experiments.stored_chapters())
+    return ("make paper takes these forms:\n"
+            "  make paper                                   list the runs and what is stored\n"
+            f"  make paper EXP=NAME [ARGS=\"--steps N ...\"]   train and store a run; NAME: {runs}\n"
+            f"  make paper EXP=chNN [ARGS=\"-p NAME VALUE\"]   execute a chapter at scale=\"paper\" and store "
+            f"what it glued; chNN: {chapters}")
+
+
 def _stored_chapter(number: str):
-    forms = {e.chapter[:2]: e for e in experiments.stored_chapters()}
-    if number not in forms:
+    known = {e.chapter[:2]: e for e in experiments.stored_chapters()}
+    if number not in known:
         raise SystemExit(f"unknown chapter {number!r}; the chapters whose paper scale is stored: "
-                         + ", ".join(f"ch{k}" for k in forms))
-    return forms[number]
+                         + ", ".join(f"ch{k}" for k in known) + "\n" + forms())
+    return known[number]
 
 
 def run_chapter(number: str, overrides: dict | None = None, results: Path | None = None) -> Path:
@@ -332,7 +344,7 @@ def list_runs() -> None:
         have = json.loads(meta.read_text()) if meta.is_file() else None
         state = f"stored: {have['finished_utc']}, {have['wall_seconds'] / 60:.0f} min" if have else "nothing stored yet"
         print(f"{'ch' + exp.chapter[:2]:14s} {exp.what} (Chapter {exp.chapter[:2]} at scale=\"paper\"); {state}")
-    print("\nrun one with:  make paper EXP=NAME [ARGS=\"--steps N\"]   (chapters: EXP=chNN)")
+    print("\n" + forms())
 
 
 def main(argv=None) -> int:
@@ -366,7 +378,8 @@ def main(argv=None) -> int:
     if args.cmd == "run":
         if args.name not in experiments.RUNS:
             raise SystemExit(f"unknown run {args.name!r}; the declared runs: {', '.join(experiments.RUNS)}; "
-                             "Part I chapters: " + ", ".join(f"ch{e.chapter[:2]}" for e in experiments.stored_chapters()))
+                             "Part I chapters: " + ", ".join(f"ch{e.chapter[:2]}" for e in experiments.stored_chapters())
+                             + "\n" + forms())
         if args.steps is not None and args.steps < 1:
             raise SystemExit("--steps must be a positive integer")
         if args.device.startswith("cuda") and not torch.cuda.is_available():

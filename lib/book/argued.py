@@ -32,7 +32,8 @@ class ArguedSettings:
     prose what it does.
 
     ``check(ok, what)`` asserts ``ok`` when every argued setting has its argued value, and
-    otherwise prints ``what`` with "holds" or "does not hold" and the settings that differ.
+    otherwise prints ``what`` with "holds" or "does not hold" and the settings that differ.  It
+    returns nothing, so a check that ends a notebook cell leaves no stray ``True`` on the page.
     """
 
     def __init__(self, argued: dict, current: dict):
@@ -49,10 +50,9 @@ class ArguedSettings:
         """True when the chapter runs at the settings its claims were argued for."""
         return not self.differ
 
-    def check(self, ok: bool, what: str) -> bool:
+    def check(self, ok: bool, what: str) -> None:
         if self.asserted:
             assert ok, what
         else:
             changed = ", ".join(f"{k} = {v!r} (argued for {self.argued[k]!r})" for k, v in self.differ.items())
             print(f"[{'holds' if ok else 'does not hold'}; not asserted, since {changed}] {what}")
-        return bool(ok)

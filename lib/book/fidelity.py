@@ -11,8 +11,8 @@ formats a number the chapter holds (a published value kept in the chapter's ``PA
 by the chapter instead and left out of the ledger; each field has exactly one home, and a field
 given twice or nowhere is an error.  Both store the completed record in the executed notebook
 with myst-nb's ``glue`` (no visible output).  The fidelity appendix (``book/97_fidelity``) reads
-the records back with :func:`collect`, renders them with :func:`claims_table` and
-:func:`errata_table`, and requires that every ledger entry is recorded (:func:`unrecorded`); a
+the records back with :func:`collect`, shows them with :func:`claims_table` and
+:func:`errata_table` (rendered by :func:`lib.book.notebook.table`), and requires that every ledger entry is recorded (:func:`unrecorded`); a
 test compares the appendix with the chapters' records.
 
 A record's values are strings formatted by the chapter (``f"{gap:.3f}"``) or plain numbers
@@ -27,11 +27,12 @@ import re
 from numbers import Real
 from pathlib import Path
 
-from .notebook import check_scale, markdown_table
+from .notebook import check_scale
+from .tables import MIME, inline_html
 
 __all__ = ["PAPERS", "VERDICTS", "LEDGER", "ledger", "claim", "claim_record", "not_checked", "verdict_of", "erratum",
            "erratum_record", "unrecorded", "collect", "claims_table", "errata_table", "verdict_counts",
-           "appendix_disagreements"]
+           "shown_tables", "appendix_disagreements"]
 
 PAPERS = {
     "emami": "Emami et al. (2021), *Implicit bias of linear RNNs*",
@@ -65,8 +66,7 @@ def _text(name: str, value, *, allow_none: bool = False) -> str | None:
     if isinstance(value, str):
         if not value.strip():
             raise ValueError(f"{name} must be a non-empty string, got {value!r}")
-        if "|" in value.replace("\\|", "") or "\n" in value:
-            raise ValueError(f"{name} must fit in one table cell (no '|' and no newline), got {value!r}")
+        inline_html(value, name)       # a role the appendix's tables cannot render fails here, by name
         return value
     raise TypeError(f"{name} must be a string or a real number{' or None' if allow_none else ''}, "
                     f"got {type(value).__name__}")
@@ -256,23 +256,27 @@ def collect(notebooks) -> list[dict]:
     return records
 
 
-def claims_table(records: list[dict], paper: str) -> str:
-    """The Markdown table of ``paper``'s claims, in reading order."""
+CLAIMS_HEADER = ["claim", "paper", 'this book (`scale="book"`)', "paper-scale artefact", "verdict", "shown in"]
+ERRATA_HEADER = ["paper", "where", "the paper says", "correction", "the check", "shown in"]
+
+
+def claims_table(records: list[dict], paper: str) -> tuple[list[str], list[list[str]]]:
+    """The table of ``paper``'s claims, in reading order: ``(header, rows)`` for
+    :func:`lib.book.notebook.table` (the "shown in" cell links the section with ``{ref}``)."""
     rows = []
     for r in (r for r in records if r["kind"] == "claim" and r["paper"] == paper):
         book = r["book"] if r["scale"] == "book" else f"{r['book']} (`scale=\"{r['scale']}\"`)"
         rows.append([r["what"], r["published"], book, r["paper_scale"] or NO_ARTEFACT,
                      f"**{r['verdict']}**" if r["verdict"] != "reproduced" else r["verdict"],
                      f"{{ref}}`{r['section']}`"])
-    return markdown_table(["claim", "paper", 'this book (`scale="book"`)', "paper-scale artefact", "verdict", "shown in"],
-                          rows)
+    return list(CLAIMS_HEADER), rows
 
 
-def errata_table(records: list[dict]) -> str:
-    """The Markdown table of every erratum, paper by paper."""
+def errata_table(records: list[dict]) -> tuple[list[str], list[list[str]]]:
+    """The table of every erratum, paper by paper: ``(header, rows)``."""
     rows = [[paper.capitalize(), r["where"], r["statement"], r["correction"], r["check"], f"{{ref}}`{r['section']}`"]
             for paper in PAPERS for r in records if r["kind"] == "erratum" and r["paper"] == paper]
-    return markdown_table(["paper", "where", "the paper says", "correction", "the check", "shown in"], rows)
+    return list(ERRATA_HEADER), rows
 
 
 def verdict_counts(records: list[dict], paper: str) -> dict:
@@ -284,32 +288,41 @@ def verdict_counts(records: list[dict], paper: str) -> dict:
     return counts
 
 
-def _markdown_outputs(path) -> str:
+def shown_tables(path) -> list[dict]:
+    """The results tables an executed notebook displays (:func:`lib.book.notebook.table`), as the
+    data they were rendered from: ``{"header": [...], "rows": [[...], ...]}`` each, in order."""
     import nbformat
 
     nb = nbformat.read(Path(path), as_version=4)
-    return "\n".join(out["data"]["text/markdown"] for cell in nb.cells if cell.cell_type == "code"
-                     for out in cell.get("outputs", []) if "text/markdown" in out.get("data", {}))
+    return [out["metadata"][MIME] for cell in nb.cells if cell.cell_type == "code"
+            for out in cell.get("outputs", []) if MIME in out.get("metadata", {})]
 
 
 def appendix_disagreements(appendix, records: list[dict]) -> list[str]:
     """What the executed appendix notebook ``appendix`` shows that differs from ``records`` (the
     chapters' records, :func:`collect`): a paper's claims table or the errata table that is not
-    displayed exactly as the records give it, or a row of the appendix that no record gives.
-    Empty when the appendix and the chapters agree."""
-    shown = _markdown_outputs(appendix)
+    displayed exactly as the records give it, or a row of a claims or errata table of the
+    appendix that no record gives.  Empty when the appendix and the chapters agree."""
+    shown = shown_tables(appendix)
     problems = []
-    expected_rows = set()
+    expected = {"claims": set(), "errata": set()}
+
+    def displayed(table) -> bool:
+        header, rows = table
+        return {"header": header, "rows": rows} in shown
+
     for paper in PAPERS:
         table = claims_table(records, paper)
-        expected_rows.update(table.splitlines()[2:])
-        if table not in shown:
+        expected["claims"].update(map(tuple, table[1]))
+        if not displayed(table):
             problems.append(f"the claims table of {paper} differs from the chapters' records")
     table = errata_table(records)
-    expected_rows.update(table.splitlines()[2:])
-    if table not in shown:
+    expected["errata"].update(map(tuple, table[1]))
+    if not displayed(table):
         problems.append("the errata table differs from the chapters' records")
-    for line in shown.splitlines():
-        if line.startswith("| ") and line.rstrip().endswith("` |") and "{ref}" in line and line not in expected_rows:
-            problems.append(f"a row of the appendix that no chapter records: {line[:120]}")
+    for t in shown:
+        kind = "claims" if t["header"] == CLAIMS_HEADER else "errata" if t["header"] == ERRATA_HEADER else None
+        for row in t["rows"] if kind else []:
+            if tuple(row) not in expected[kind]:
+                problems.append(f"a row of the appendix that no chapter records: {' | '.join(row)[:120]}")
     return problems

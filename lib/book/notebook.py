@@ -6,7 +6,7 @@ column -- is :meth:`lib.book.experiments.Experiment.choose`, beside the declared
     rel_err    ||a - b||_F / ||b||_F, the measure behind every "exact identity" check (float64)
     stored_chapter_run  a chapter's stored paper-scale run at scale="book" (a missing one is an error
                unless the reader asked for the book scale only, ``book_only=True``)
-    table      a results table, rendered (``markdown_table`` gives its Markdown text)
+    table      a results table, rendered from its cells (lib.book.tables)
 
 Each chapter imports these instead of defining its own copy, so a reader who wonders what
 ``scale="paper"`` changes, or what "relative error 3e-16" measures, finds it here once.
@@ -18,6 +18,7 @@ from IPython.display import Markdown, display
 
 from . import artefacts
 from .experiments import SCALES
+from .tables import Table
 
 def check_scale(scale: str) -> str:
     """``scale`` itself when it is "book" or "paper"; otherwise a ValueError that names both."""
@@ -71,35 +72,16 @@ def stored_chapter_run(chapter: str, scale: str, *, book_only: bool = False):
     return run
 
 
-def markdown_table(header, rows) -> str:
-    """The Markdown text of a table: a ``header`` row of column titles, then ``rows``.
-
-    Every cell is text the caller has already formatted (an ``int`` is written as it is; a float
-    is refused, so that every number in a table carries the precision its chapter chose). Each row
-    must have one cell per column.
-    """
-    header = list(header)
-    if not header:
-        raise ValueError("header must name at least one column")
-    lines = [_table_row(header, "header"), "|" + "---|" * len(header)]
-    for i, row in enumerate(rows):
-        row = list(row)
-        if len(row) != len(header):
-            raise ValueError(f"rows[{i}] has {len(row)} cells; the header has {len(header)} columns")
-        lines.append(_table_row(row, f"rows[{i}]"))
-    return "\n".join(lines)
-
-
-def _table_row(cells, where: str) -> str:
-    for j, cell in enumerate(cells):
-        if isinstance(cell, bool) or not isinstance(cell, (str, int)):
-            raise TypeError(f"{where}[{j}] must be text (or an int), got {type(cell).__name__} {cell!r}: "
-                            "format numbers with the precision the table shows")
-    return "| " + " | ".join(str(c) for c in cells) + " |"
-
-
 def table(header, rows, *, before: str = "", after: str = "") -> None:
-    """Display a results table (:func:`markdown_table`) with optional Markdown paragraphs
-    ``before`` it (what was run) and ``after`` it (the caption: what the reader should see)."""
-    parts = [before, markdown_table(header, rows), after]
-    display(Markdown("\n\n".join(p for p in parts if p)))
+    """Display a results table: a ``header`` row of column titles, then ``rows``, one cell per
+    column, each text the chapter has formatted (an ``int`` is written as it is; a float is
+    refused, so that every number carries the precision its chapter chose).  The table is
+    rendered from these data by :mod:`lib.book.tables` (each cell on its own, as inline MyST
+    Markdown: nothing in a cell can break a row), with optional Markdown paragraphs ``before`` it
+    (what was run) and ``after`` it (the caption: what the reader should see)."""
+    shown = Table(header, rows)            # checks every cell before anything is displayed
+    if before:
+        display(Markdown(before))
+    display(shown)
+    if after:
+        display(Markdown(after))
