@@ -441,8 +441,8 @@ CASES = [
     ("check_scale('Book')", "check_scale", lambda: notebook.check_scale("Book"), ["scale"]),
     ("rel_err: shapes that would broadcast", "rel_err", lambda: notebook.rel_err(torch.ones(3, 1), torch.ones(3)),
      ["shape"]),
-    ("markdown_table: an unformatted float", "markdown_table",
-     lambda: notebook.markdown_table(["a"], [[0.1234]]), ["rows[0][0]"]),
+    ("table: an unformatted float", "table",
+     lambda: notebook.table(["a"], [[0.1234]]), ["rows[0][0]"]),
     # ---- the rest of the library
     ("diagonal_scan: u 2-D", "diagonal_scan", lambda: lib.diagonal_scan(torch.rand(3), torch.zeros(4, 3)), ["u"]),
     ("causal_conv: x channels against L", "causal_conv",
