@@ -28,6 +28,7 @@ Modules, by subject:
     gated            gated diagonal linear RNNs (eq. 2), the attention construction, polynomials
     gated_step       the stacked gated RNNs' training loss with a hand-written backward (gated.c)
     recurrent_cells  LRU / LSTM / GRU networks, the LSTM construction of App. A, ModuleStack
+    recurrent_step   the LRU / LSTM / GRU networks' training step, hand-written backward (recurrent.c)
     architectures    the architecture registry: constructor, label and colour of every kind
     tasks            the online tasks (attention teacher-student, in-context regression)
     online           the online trainer of App. B.1 for K networks at once (flat AdamW, cosine

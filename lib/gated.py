@@ -531,6 +531,12 @@ class StackedGatedRNN(nn.Module):
         step; :meth:`forward` is the checked entry)."""
         return gated_step.member_losses(self, x, y, last_only)
 
+    def losses_into_grad(self, x: torch.Tensor, y: torch.Tensor, last_only: bool = False) -> torch.Tensor | None:
+        """:meth:`member_losses` (detached) with the gradient of their sum written straight into
+        every parameter's ``.grad``, no autograd graph (:func:`lib.gated_step.losses_into_grad`);
+        None where the kernel does not apply.  The step :func:`lib.online.train_online` takes."""
+        return gated_step.losses_into_grad(self, x, y, last_only)
+
     def _last_step(self, x: torch.Tensor) -> torch.Tensor:
         """y at the last step only, feature-major (neurons x rows), (K, B, T, d) -> (K, B, d_out).
 

@@ -17,15 +17,18 @@ and the backward, by hand (no autograd graph):
     dL/dW_in = (a * z_x ; a * z_m) X^T
 
 (C' = C, or B when only the last step is read: in-context regression).  The three products with
-the (2n x n) output-gate matrix are left to BLAS; everything else -- the input gates with their
-tiny inner dimension d + 1, the recurrence and its adjoint, the readout with d_out rows -- is one
-pass of the C kernel ``lib/gated.c`` over each neuron's row (z_m, z_x recomputed in the backward
-rather than stored).  The Performance appendix measures the step against the autograd step of
-:meth:`lib.gated.StackedGatedRNN.forward` and says why the kernel is in C.
+the (2n x n) output-gate matrix are left to BLAS; everything else -- the layout change of the
+batch, the input gates with their tiny inner dimension d + 1, the recurrence and its adjoint, the
+readout with d_out rows and the loss -- is a pass of the C kernel ``lib/gated.c`` (z_m, z_x formed
+in registers and recomputed in the backward rather than stored).  :func:`_step` runs the forward
+and the backward together; :func:`member_losses` wraps it for autograd, and
+:func:`losses_into_grad` (what :func:`lib.online.train_online` calls) writes the gradients
+straight into the parameters' ``.grad``, with no autograd graph at all.  The Performance appendix
+measures the step against the autograd step of :meth:`lib.gated.StackedGatedRNN.forward`.
 
 Without the kernel (another device, another dtype, no compiler, ``RNNBOOK_KERNEL=0``) the same
 loss is computed by the reference, the model's autograd forward; both agree to rounding
-(tests/test_gated_step.py: gradients to 1e-12 in float64).
+(tests/test_online.py: losses and gradients to 1e-12 in float64).
 """
 from __future__ import annotations
 
@@ -35,72 +38,86 @@ import torch
 
 from .kernels import CompiledKernel
 
-__all__ = ["member_losses", "member_losses_reference", "kernel_available"]
+__all__ = ["member_losses", "member_losses_reference", "losses_into_grad", "kernel_available"]
 
 _V, _L, _I = ctypes.c_void_p, ctypes.c_long, ctypes.c_int
 _SIGNATURES = {
-    "gates_scan": [_V, _V, _V, _V, _L, _L, _L, _L, _L, _I],
-    "gates_scan_back": [_V, _V, _V, _V, _V, _V, _V, _L, _L, _L, _L, _L, _I],
-    "readout": [_V, _V, _V, _L, _L, _L, _L, _I],
-    "readout_back": [_V, _V, _V, _V, _V, _L, _L, _L, _L, _I],
+    "pack": [_V, _V, _L, _L, _L, _L, _L],
+    "gates_scan": [_V] * 6 + [_L] * 5 + [_I],
+    "readout_loss": [_V] * 7 + [_L] * 4 + [_I],
+    "gates_scan_back": [_V] * 10 + [_L] * 5 + [_I],
 }
 _FUNCTIONS = {f"{name}_{suffix}": (_I, args) for name, args in _SIGNATURES.items() for suffix in ("f32", "f64")}
 _SUFFIX = {torch.float32: "f32", torch.float64: "f64"}
+_PARAMS = ("W_in_m", "W_in_x", "nu_log", "W_out_m", "W_out_x", "D")
 
 
 def _call(fns, name: str, dtype: torch.dtype, *args) -> None:
     if getattr(fns, f"{name}_{_SUFFIX[dtype]}")(*args) != 0:
-        raise MemoryError(f"lib.gated_step: no memory for the {name} kernel's scratch rows")
+        raise MemoryError(f"lib.gated_step: no memory for the {name} kernel's scratch block")
 
 
-def _p(t: torch.Tensor) -> int:
-    return t.data_ptr()
+def _p(t: torch.Tensor | None) -> int | None:
+    return None if t is None else t.data_ptr()
+
+
+def _step(fns, params, x: torch.Tensor, y: torch.Tensor, last_only: bool,
+          grads=None, threads: int | None = None) -> torch.Tensor:
+    """(K,) losses of the members; with ``grads`` (six contiguous tensors shaped like ``params``,
+    in the order of ``_PARAMS``) dL_k/dparams of member k written into them (overwritten).
+
+    x (K, B, T, d) and y (K, B, T, d_out) or (K, B, d_out) contiguous; params detached,
+    contiguous, of x's dtype; ``threads``: the kernel's threads (default: torch's intra-op
+    threads now)."""
+    W_in_m, W_in_x, nu, W_out_m, W_out_x, D = params
+    K, B, T, d = x.shape
+    n, d_x, d_out, dt = W_in_m.shape[1], W_in_m.shape[2], D.shape[1], x.dtype
+    C = T * B
+    cols = B if last_only else C
+    threads = max(1, torch.get_num_threads()) if threads is None else threads
+    X = x.new_empty(K, d_x, C)                                        # feature-major, columns (t, b)
+    _call(fns, "pack", dt, _p(x), _p(X), K, B, T, d, d_x)
+    Y = x.new_empty(K, d_out, cols)
+    _call(fns, "pack", dt, _p(y), _p(Y), K, B, 1 if last_only else T, d_out, d_out)
+    lam, h = x.new_empty(K, n), x.new_empty(K, n, C)
+    _call(fns, "gates_scan", dt, _p(X), _p(W_in_m), _p(W_in_x), _p(nu), _p(lam), _p(h), K, n, d_x, T, B, threads)
+    W_out = torch.cat([W_out_m, W_out_x], 1)                          # (K, 2n, n)
+    h_read = h[:, :, C - cols:]
+    o = torch.bmm(W_out, h_read)                                      # (K, 2n, C')
+    g_y, losses = x.new_empty(K, d_out, cols), x.new_empty(K)
+    g_o = None if grads is None else torch.empty_like(o)
+    _call(fns, "readout_loss", dt, _p(o), _p(D), _p(Y), _p(g_y), _p(losses), _p(g_o),
+          _p(None if grads is None else grads[5]), K, n, d_out, cols, threads)
+    if grads is None:
+        return losses
+    g_W_in_m, g_W_in_x, g_nu, g_W_out_m, g_W_out_x, _ = grads
+    g_W_out_T = torch.bmm(h_read, g_o.transpose(1, 2))               # (dL/dW_out)^T = h g_o^T, (K, n, 2n):
+    g_W_out_m.copy_(g_W_out_T[:, :, :n].transpose(1, 2))              # one product, faster here than
+    g_W_out_x.copy_(g_W_out_T[:, :, n:].transpose(1, 2))              # g_o h^T in two
+    if cols < C:                                                      # only the last step is read
+        a = x.new_zeros(K, n, C)
+        torch.bmm(W_out.transpose(1, 2), g_o, out=a[:, :, C - cols:])
+    else:
+        a = torch.bmm(W_out.transpose(1, 2), g_o)                     # dL/dh, (K, n, C)
+    _call(fns, "gates_scan_back", dt, _p(X), _p(W_in_m), _p(W_in_x), _p(nu), _p(lam), _p(h), _p(a),
+          _p(g_W_in_m), _p(g_W_in_x), _p(g_nu), K, n, d_x, T, B, threads)
+    return losses
 
 
 class _GatedLoss(torch.autograd.Function):
-    """(K,) losses of the stacked members from feature-major inputs X (K, d_x, C) and targets
-    Y (K, d_out, C') (C' = C, or the last B columns); gradients for the six weights."""
+    """(K,) losses of the stacked members; the gradients are computed with the losses (for unit
+    weights) and scaled by the incoming weights in the backward."""
 
     @staticmethod
-    def forward(ctx, fns, X, Y, W_in_m, W_in_x, nu_log, W_out_m, W_out_x, D, T, threads):
-        K, d_x, C = X.shape
-        n, d_out, cols, dt = W_in_m.shape[1], D.shape[1], Y.shape[2], X.dtype
-        B = C // T
-        W_in = torch.cat([W_in_m, W_in_x], 1)                         # (K, 2n, d_x)
-        lam = torch.exp(-torch.exp(nu_log))                           # (K, n)
-        h = X.new_empty(K, n, C)
-        _call(fns, "gates_scan", dt, _p(X), _p(W_in), _p(lam), _p(h), K, n, d_x, T, B, threads)
-        W_out = torch.cat([W_out_m, W_out_x], 1)                      # (K, 2n, n)
-        o = torch.bmm(W_out, h[:, :, C - cols:])                      # (K, 2n, C')
-        D = D.contiguous()
-        r = X.new_empty(K, d_out, cols)
-        _call(fns, "readout", dt, _p(o), _p(D), _p(r), K, n, d_out, cols, threads)
-        r.sub_(Y)                                                     # y_hat - y
-        ctx.save_for_backward(X, W_in, lam, h, o, W_out, D, nu_log, r)
-        ctx.fns, ctx.T, ctx.threads = fns, T, threads
-        return 0.5 * r.square().mean(dim=(1, 2))
+    def forward(ctx, fns, x, y, last_only, threads, *params):
+        grads = [torch.empty_like(p) for p in params]
+        losses = _step(fns, params, x, y, last_only, grads, threads)
+        ctx.grads = grads
+        return losses
 
     @staticmethod
     def backward(ctx, g_loss):
-        X, W_in, lam, h, o, W_out, D, nu_log, r = ctx.saved_tensors
-        fns, T, threads = ctx.fns, ctx.T, ctx.threads
-        K, d_x, C = X.shape
-        n, d_out, cols, dt = lam.shape[1], D.shape[1], r.shape[2], X.dtype
-        g_y = r * (g_loss / (d_out * cols))[:, None, None]
-        g_o, g_D = torch.empty_like(o), torch.empty_like(D)
-        _call(fns, "readout_back", dt, _p(o), _p(D), _p(g_y), _p(g_o), _p(g_D), K, n, d_out, cols, threads)
-        g_W_out = torch.bmm(g_o, h[:, :, C - cols:].transpose(1, 2))  # (K, 2n, n)
-        if cols < C:                                                  # only the last step is read
-            a = X.new_zeros(K, n, C)
-            torch.bmm(W_out.transpose(1, 2), g_o, out=a[:, :, C - cols:])
-        else:
-            a = torch.bmm(W_out.transpose(1, 2), g_o)                 # dL/dh, (K, n, C)
-        g_W_in, g_lam = torch.empty_like(W_in), torch.empty_like(lam)
-        _call(fns, "gates_scan_back", dt, _p(X), _p(W_in), _p(lam), _p(h), _p(a), _p(g_W_in), _p(g_lam),
-              K, n, d_x, T, C // T, threads)
-        g_nu = g_lam.mul_(lam).mul_(-torch.exp(nu_log))
-        return (None, None, None, g_W_in[:, :n], g_W_in[:, n:], g_nu, g_W_out[:, :n], g_W_out[:, n:], g_D,
-                None, None)
+        return (None,) * 5 + tuple(g * g_loss.view(-1, *[1] * (g.ndim - 1)) for g in ctx.grads)
 
 
 def _check(fns) -> bool:
@@ -113,10 +130,10 @@ def _check(fns) -> bool:
     for last_only, threads in ((False, 1), (True, 1), (False, max(2, torch.get_num_threads())),
                                (True, max(2, torch.get_num_threads()))):
         stack = StackedGatedRNN(3, [5, 3], 2, [1, 2], dtype=torch.float64)
-        x = torch.randn(2, 4, 6, 3, generator=g, dtype=torch.float64)
-        y = torch.randn(2, 4, 2, generator=g, dtype=torch.float64) if last_only else \
-            torch.randn(2, 4, 6, 2, generator=g, dtype=torch.float64)
-        params = list(stack.parameters())
+        x = torch.randn(2, 11, 6, 3, generator=g, dtype=torch.float64)
+        y = torch.randn(2, 11, 2, generator=g, dtype=torch.float64) if last_only else \
+            torch.randn(2, 11, 6, 2, generator=g, dtype=torch.float64)
+        params = [getattr(stack, name) for name in _PARAMS]
         fast = _losses(fns, stack, x, y, last_only, threads)
         ref = member_losses_reference(stack, x, y, last_only)
         g_fast = torch.autograd.grad(fast.sum(), params)
@@ -137,17 +154,22 @@ def kernel_available() -> bool:
     return KERNEL.available()
 
 
+def _usable(stack, x: torch.Tensor, y: torch.Tensor):
+    """The kernel's functions when they apply to this stack and batch (CPU, float32 / float64,
+    one dtype, no gradient wanted for the data), else None."""
+    if x.device.type != "cpu" or x.dtype not in _SUFFIX or stack.W_in_m.dtype != x.dtype or y.dtype != x.dtype \
+            or x.requires_grad or y.requires_grad:
+        return None
+    return KERNEL.load()
+
+
 def _losses(fns, stack, x: torch.Tensor, y: torch.Tensor, last_only: bool, threads: int | None = None) -> torch.Tensor:
     """The kernel step; ``threads``: the kernel's threads (default: torch's intra-op threads now)."""
-    threads = max(1, torch.get_num_threads()) if threads is None else threads
-    K, B, T, d = x.shape
-    X = x.new_empty(K, d + int(stack.append_one), T * B)              # feature-major, columns (t, b)
-    X[:, :d].view(K, d, T, B).copy_(x.permute(0, 3, 2, 1))
-    if stack.append_one:
-        X[:, d].fill_(1.0)
-    Y = y.transpose(1, 2) if last_only else y.permute(0, 3, 2, 1).reshape(K, y.shape[-1], T * B)
-    return _GatedLoss.apply(fns, X, Y.contiguous(), stack.W_in_m, stack.W_in_x, stack.nu_log, stack.W_out_m,
-                            stack.W_out_x, stack.D, T, threads)
+    params = [getattr(stack, name) for name in _PARAMS]
+    x, y = x.contiguous(), y.contiguous()
+    if torch.is_grad_enabled() and any(p.requires_grad for p in params):
+        return _GatedLoss.apply(fns, x, y, last_only, threads, *params)
+    return _step(fns, [p.detach().contiguous() for p in params], x, y, last_only, threads=threads)
 
 
 def member_losses_reference(stack, x: torch.Tensor, y: torch.Tensor, last_only: bool = False) -> torch.Tensor:
@@ -160,11 +182,31 @@ def member_losses(stack, x: torch.Tensor, y: torch.Tensor, last_only: bool = Fal
     y (K, B, T, d_out), or (K, B, d_out) with ``last_only``: the kernel step on CPU float32 /
     float64 tensors when the kernel is available, else :func:`member_losses_reference`.
 
-    Used by :func:`lib.training.train_online` (Chapter 11, section "sec-teacher-setup").
+    Used by :func:`lib.online.train_online` (Chapter 11, section "sec-teacher-setup").
     No validation: the trainer checks shapes once.
     """
-    if x.device.type == "cpu" and x.dtype in _SUFFIX and stack.W_in_m.dtype == x.dtype:
-        fns = KERNEL.load()
-        if fns is not None:
-            return _losses(fns, stack, x, y, last_only)
+    fns = _usable(stack, x, y)
+    if fns is not None:
+        return _losses(fns, stack, x, y, last_only)
     return member_losses_reference(stack, x, y, last_only)
+
+
+def losses_into_grad(stack, x: torch.Tensor, y: torch.Tensor, last_only: bool = False) -> torch.Tensor | None:
+    """The training step of :func:`lib.online.train_online` without autograd: the (K,) losses of
+    :func:`member_losses` (detached), with the gradient of their sum written into every
+    parameter's ``.grad`` (replacing what was there; allocated if None).  None, and nothing
+    written, where the kernel does not apply (the caller then differentiates
+    :func:`member_losses`).  No validation: the trainer checks shapes once.
+    """
+    fns = _usable(stack, x, y)
+    if fns is None:
+        return None
+    params = [getattr(stack, name) for name in _PARAMS]
+    if not all(p.is_contiguous() and (p.grad is None or p.grad.is_contiguous()) for p in params):
+        return None
+    for p in params:
+        if p.grad is None:
+            p.grad = torch.zeros_like(p)
+    with torch.no_grad():
+        return _step(fns, [p.detach() for p in params], x.contiguous(), y.contiguous(),
+                     last_only, [p.grad for p in params])

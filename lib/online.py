@@ -124,6 +124,10 @@ class FlatAdamW:
         self.capturable = capturable
         self.t = torch.zeros((), dtype=torch.float64 if first.dtype == torch.float64 else torch.float32,
                              device=first.device) if capturable else 0
+        # torch's fused AdamW kernel (the one torch.optim.AdamW(fused=True) runs): the update of
+        # the eager form below in one pass over the four vectors instead of eight passes
+        self._fused = None if capturable or first.device.type != "cpu" else getattr(torch, "_fused_adamw_", None)
+        self._fused_t = torch.zeros((), dtype=torch.float32)
 
     def step(self, objective: torch.Tensor, lr) -> None:
         """Gradients of ``objective`` (into the flat gradient), then one AdamW update at ``lr``."""
@@ -148,6 +152,14 @@ class FlatAdamW:
         self.t += 1
         if self.weight_decay:
             p[:self.n_decay].mul_(1 - lr * self.weight_decay)
+        if self._fused is not None:
+            try:
+                self._fused_t.fill_(self.t)
+                self._fused([p], [g], [m], [v], [], [self._fused_t], lr=lr, beta1=b1, beta2=b2, weight_decay=0.0,
+                            eps=self.eps, amsgrad=False, maximize=False)
+                return
+            except (RuntimeError, TypeError):       # a torch without the CPU kernel: the eager form
+                self._fused = None
         m.lerp_(g, 1 - b1)
         v.mul_(b2).addcmul_(g, g, value=1 - b2)
         bc1, bc2 = 1 - b1 ** self.t, 1 - b2 ** self.t
@@ -219,6 +231,14 @@ def _is_log_step(step: int, log_every: int, steps: int) -> bool:
     return step % log_every == 0 or step == steps
 
 
+def _autograd_losses(model: nn.Module, x: torch.Tensor, y: torch.Tensor, last_only: bool) -> torch.Tensor:
+    """(K,) 1/2 mean squared errors through the model's own forward (``forward_unchecked``
+    where it has one: the trainer has checked model and task once), for autograd: the
+    reference step (``train_online(..., engine="autograd")``)."""
+    out = getattr(model, "forward_unchecked", model)(x, last_only=last_only)
+    return 0.5 * (out - y).square().flatten(1).mean(dim=1)
+
+
 def _member_losses(model: nn.Module, x: torch.Tensor, y: torch.Tensor, last_only: bool) -> torch.Tensor:
     """(K,) 1/2 mean squared errors: the model's own ``member_losses`` when it has one (the
     gated stack's kernel step), else through its forward."""
@@ -262,7 +282,7 @@ def train_online(model: nn.Module, task, *, steps: int, data_seeds, lr: float = 
                  no_decay: tuple[str, ...] = ("nu_log", "theta_log"), log_every: int = 1000,
                  checkpoint: str | Path | None = None, checkpoint_every: int | None = None,
                  snapshots: Sequence[int] = (), segment: dict | None = None,
-                 progress: bool = False, capture: str | bool = "auto",
+                 progress: bool = False, capture: str | bool = "auto", engine: str = "fast",
                  on_log: Callable[[int, torch.Tensor], None] | None = None) -> dict:
     """Online AdamW training of App. B.1 for the K members of ``model``, one step for all.
 
@@ -286,6 +306,12 @@ def train_online(model: nn.Module, task, *, steps: int, data_seeds, lr: float = 
     with its first and last step and wall time, to the run's list of segments (one per resume).
     ``capture``: on CUDA ("auto") the whole step is captured once in a CUDA graph and replayed;
     the data then come from the device's default generator (seeded with ``data_seeds[0]``).
+    ``engine``: "fast" (default) takes the model's hand-written step where it has one
+    (``losses_into_grad``: :mod:`lib.gated_step`, :mod:`lib.recurrent_step`; the gradients
+    written straight into the optimiser's flat buffer, no autograd graph), else its
+    ``member_losses`` or forward through autograd; "autograd" differentiates the model's forward
+    with autograd at every step (the plain reference the fast step is tested and measured
+    against; same losses and gradients up to rounding).
     ``on_log(step, losses)`` is called at every log point (losses: (K,) block means).
 
     Returns ``{"step": (n_log,), "loss": (n_log, K) float64 block means of the training loss,
@@ -308,6 +334,8 @@ def train_online(model: nn.Module, task, *, steps: int, data_seeds, lr: float = 
         raise ValueError(f"snapshots must lie in 1..steps = {steps}, got {snapshots[-1]}")
     if capture not in ("auto", True, False):
         raise ValueError(f"capture must be 'auto', True or False, got {capture!r}")
+    if engine not in ("fast", "autograd"):
+        raise ValueError(f"engine must be 'fast' or 'autograd', got {engine!r}")
     ckpt = Checkpoint(checkpoint, positive_int("checkpoint_every", checkpoint_every or log_every))
     device, dtype = _check_model_and_task(model, task, K)
     use_graph = device.type == "cuda" and capture in ("auto", True)
@@ -335,9 +363,17 @@ def train_online(model: nn.Module, task, *, steps: int, data_seeds, lr: float = 
     start = run["step"]
     run["segments"] = list(run["segments"]) + [{**(segment or {}), "first_step": start + 1}]
 
+    # the model's hand-written step without autograd (None: autograd through member_losses)
+    direct = getattr(model, "losses_into_grad", None) if engine == "fast" else None
+    losses_of = _member_losses if engine == "fast" else _autograd_losses
+
     def one_step(rate):
         x, y = task.sample(gens)
-        losses = _member_losses(model, x, y, task.last_only)
+        losses = None if direct is None else direct(x, y, task.last_only)
+        if losses is not None:                              # the gradients are in opt.grad already
+            opt.update(rate)
+            return losses
+        losses = losses_of(model, x, y, task.last_only)
         opt.step(losses.sum(), rate)
         return losses.detach()
 

@@ -91,6 +91,7 @@ class AttentionTeacherTask:
         self.d_in = self.d_out = self.d
         self.dtype, self.device = float_dtype("dtype", dtype), torch_device("device", device)
         self.W_V, self.W_K, self.W_Q = (w.to(dtype=dtype, device=self.device) for w in (W_V, W_K, W_Q))
+        self._W_qkv = torch.cat([self.W_Q, self.W_K, self.W_V], 1).transpose(1, 2).contiguous()   # (K, d, 3d)
         self.pool = None if pool is None else positive_int("pool", pool)
         self._pool = None                       # (x, y) of every member, made on first use
         if self.pool is not None:
@@ -107,14 +108,16 @@ class AttentionTeacherTask:
                                     pool_seeds=getattr(self, "pool_seeds", None))
 
     def teacher_output(self, x: torch.Tensor) -> torch.Tensor:
-        """Causal linear self-attention of every member's teacher: (K, B, T, d) -> (K, B, T, d)."""
+        """Causal linear self-attention of every member's teacher: (K, B, T, d) -> (K, B, T, d).
+
+        y_t = sum_{s <= t} (q_t . k_s) v_s: queries, keys and values in one product with the
+        stacked (W_Q; W_K; W_V), then the causal scores, masked in place, times the values
+        (the same sums as three separate products; equal to them up to float rounding)."""
         K, B, T, d = x.shape
-        xf = x.reshape(K, B * T, d)
-        v = torch.bmm(xf, self.W_V.transpose(1, 2)).view(K, B, T, d)
-        k = torch.bmm(xf, self.W_K.transpose(1, 2)).view(K, B, T, d)
-        q = torch.bmm(xf, self.W_Q.transpose(1, 2)).view(K, B, T, d)
-        scores = (q @ k.transpose(-1, -2)).tril()                    # (K, B, T_query, T_key)
-        return scores @ v
+        qkv = torch.bmm(x.reshape(K, B * T, d), self._W_qkv).view(K * B, T, 3 * d)
+        q, k, v = qkv[..., :d], qkv[..., d:2 * d], qkv[..., 2 * d:]
+        scores = torch.bmm(q, k.transpose(1, 2)).tril_()            # (K B, T_query, T_key)
+        return torch.bmm(scores, v).view(K, B, T, d)
 
     def shapes(self, n: int = 2) -> tuple[tuple[int, ...], tuple[int, ...]]:
         """The shapes of (x, y) of a batch of ``n`` sequences a member (no data is drawn)."""
@@ -126,8 +129,10 @@ class AttentionTeacherTask:
         _check_generators(generators, self.K)
         if self.pool is not None:
             return self._sample_pool(generators)
-        x = torch.stack([torch.randn(self.batch, self.T, self.d, generator=g, dtype=self.dtype,
-                                     device=self.device) for g in generators]) * self.x_std
+        x = torch.empty(len(generators), self.batch, self.T, self.d, dtype=self.dtype, device=self.device)
+        for k, g in enumerate(generators):
+            torch.randn(self.batch, self.T, self.d, generator=g, dtype=self.dtype, device=self.device, out=x[k])
+        x.mul_(self.x_std)
         return x, self.teacher_output(x)
 
     # -- the fixed training set of App. B.1

@@ -800,8 +800,8 @@ def _wrong_with_threads(which: str) -> str:
         old = "for (int t = 0; t < nt; ++t) v += set[(size_t)t * m + k];"
         new = "for (int t = 0; t < 1; ++t) v += set[(size_t)t * m + k];"      # thread 0's partial sum only
     else:
-        old = "            if (!zm) continue;                                                                    \\"
-        new = "            if (!zm || omp_get_thread_num() > 0) continue;                                         \\"
+        old = "gnu[r] = -EXP(nu[r]) * lam[r] * gl;"
+        new = "gnu[r] = omp_get_thread_num() > 0 ? 0 : -EXP(nu[r]) * lam[r] * gl;"   # rows of thread 0 only
         src = "#include <omp.h>\n" + src
     assert src.count(old) == 1, which
     return src.replace(old, new)

@@ -59,15 +59,19 @@ needs_kernel = pytest.mark.skipif(not gated_step.kernel_available(), reason="the
 
 @needs_kernel
 @pytest.mark.parametrize("last_only", [False, True])
-@pytest.mark.parametrize("widths, T", [([7], 9), ([5, 3, 7], 6), ([1, 12], 1), ([4, 4], 17)])
-def test_kernel_step_equals_autograd_step(widths, T, last_only):
+@pytest.mark.parametrize("widths, T, B, d", [([7], 9, 5, 4), ([5, 3, 7], 6, 5, 4), ([1, 12], 1, 5, 4),
+                                              ([4, 4], 17, 5, 4), ([6, 2], 5, 37, 4), ([3], 4, 16, 6),
+                                              ([5], 3, 9, 9), ([2, 3], 41, 64, 2)])
+def test_kernel_step_equals_autograd_step(widths, T, B, d, last_only):
     """Losses and every gradient of the kernel step equal the autograd forward's (float64, 1e-12),
-    padded members included."""
+    padded members included; batches that fill whole SIMD vectors and leave tails (B = 5, 9, 16,
+    37, 64), an input width past the unrolled cases (d + 1 = 10), and T B = 2624 columns (two
+    readout blocks)."""
     K = len(widths)
-    stack = lib.StackedGatedRNN(4, widths, 3, list(range(K)), dtype=F64)
+    stack = lib.StackedGatedRNN(d, widths, 3, list(range(K)), dtype=F64)
     g = torch.Generator().manual_seed(sum(widths) + T)
-    x = torch.randn(K, 5, T, 4, generator=g, dtype=F64)
-    y = torch.randn(K, 5, 3, generator=g, dtype=F64) if last_only else torch.randn(K, 5, T, 3, generator=g, dtype=F64)
+    x = torch.randn(K, B, T, d, generator=g, dtype=F64)
+    y = torch.randn(K, B, 3, generator=g, dtype=F64) if last_only else torch.randn(K, B, T, 3, generator=g, dtype=F64)
     params = list(stack.parameters())
     fast = stack.member_losses(x, y, last_only=last_only)
     ref = gated_step.member_losses_reference(stack, x, y, last_only)
@@ -75,6 +79,60 @@ def test_kernel_step_equals_autograd_step(widths, T, last_only):
     for name, a, b in zip([n for n, _ in stack.named_parameters()], torch.autograd.grad(fast.sum(), params),
                           torch.autograd.grad(ref.sum(), params)):
         assert _rel(a, b) <= 1e-12, name
+
+
+@needs_kernel
+@pytest.mark.parametrize("last_only", [False, True])
+def test_losses_into_grad_is_the_autograd_step(last_only):
+    """The step without autograd (what train_online takes) writes into .grad the gradient of the
+    losses' sum -- replacing what was there, allocating it where there was none -- and returns the
+    losses: both as the autograd reference's (float64, 1e-12)."""
+    stack = lib.StackedGatedRNN(4, [6, 9, 3], 3, [0, 1, 2], dtype=F64)
+    g = torch.Generator().manual_seed(4)
+    x = torch.randn(3, 19, 7, 4, generator=g, dtype=F64)
+    y = torch.randn(3, 19, 3, generator=g, dtype=F64) if last_only else torch.randn(3, 19, 7, 3, generator=g, dtype=F64)
+    ref = gated_step.member_losses_reference(stack, x, y, last_only)
+    g_ref = torch.autograd.grad(ref.sum(), list(stack.parameters()))
+    stack.W_in_m.grad = torch.full_like(stack.W_in_m, 7.0)            # stale: must be replaced
+    losses = stack.losses_into_grad(x, y, last_only)
+    assert not losses.requires_grad and _rel(losses, ref) <= 1e-12
+    for (name, p), b in zip(stack.named_parameters(), g_ref):
+        assert _rel(p.grad, b) <= 1e-12, name
+
+
+def test_losses_into_grad_declines_where_the_kernel_does_not_apply(monkeypatch):
+    monkeypatch.setattr(gated_step.KERNEL, "load", lambda: None)
+    stack = lib.StackedGatedRNN(3, [4], 2, [0], dtype=F64)
+    assert stack.losses_into_grad(torch.randn(1, 2, 5, 3, dtype=F64), torch.randn(1, 2, 5, 2, dtype=F64)) is None
+    assert all(p.grad is None for p in stack.parameters())
+
+
+def test_flat_adamw_eager_form_equals_fused_kernel():
+    """The written-out update (the fallback where torch has no fused CPU AdamW) and torch's fused
+    kernel give the same trajectory (float64, 1e-12)."""
+    a = lib.StackedGatedRNN(3, [4, 2], 2, [1, 2], dtype=F64)
+    b = lib.StackedGatedRNN(3, [4, 2], 2, [1, 2], dtype=F64)
+    oa, ob = FlatAdamW(a, 1e-2, ("nu_log",)), FlatAdamW(b, 1e-2, ("nu_log",))
+    ob._fused = None
+    g = torch.Generator().manual_seed(2)
+    for step in range(1, 21):
+        x = torch.randn(2, 3, 4, 3, generator=g, dtype=F64)
+        y = torch.randn(2, 3, 4, 2, generator=g, dtype=F64)
+        lr = lib.cosine_lr(step, 20, 1e-2, 1e-4)
+        oa.step(gated_step.member_losses_reference(a, x, y).sum(), lr)
+        ob.step(gated_step.member_losses_reference(b, x, y).sum(), lr)
+    assert oa._fused is not None or not hasattr(torch, "_fused_adamw_")
+    assert _rel(ob.flat, oa.flat) <= 1e-12 and _rel(ob.exp_avg_sq, oa.exp_avg_sq) <= 1e-12
+
+
+def test_teacher_output_is_causal_linear_self_attention():
+    """The task's one-product teacher equals each member's lib.LinearSelfAttention (float64)."""
+    W = lib.lsa_teachers(3, [0, 1])
+    task = lib.AttentionTeacherTask(*W, T=6, batch=4, x_std=0.5, dtype=F64)
+    x, y = task.sample([torch.Generator().manual_seed(1), torch.Generator().manual_seed(2)])
+    for k in range(2):
+        ref = lib.LinearSelfAttention(W[0][k], W[1][k], W[2][k])(x[k])
+        assert _rel(y[k], ref) <= 1e-12
 
 
 @needs_kernel
@@ -156,3 +214,103 @@ def test_pool_protocol_goes_through_epochs_and_resumes_exactly(tmp_path):
     out = lib.train_online(stack(), task(), steps=12, data_seeds=[1, 2], lr=1e-2, log_every=3, checkpoint=ckpt,
                            checkpoint_every=5)
     assert out["resumed_from"] == 5 and torch.equal(out["loss"], ref["loss"])
+
+
+lru_kernel = pytest.mark.skipif(not lib.recurrent_step.kernel_available(), reason="the LRU kernel is not available")
+
+
+@lru_kernel
+@pytest.mark.parametrize("kind", ["lru", "lru_in_out", "lru_in_skip", "lstm", "gru"])
+@pytest.mark.parametrize("layers, width, T, last_only", [(1, 5, 7, True), (2, 12, 4, False), (2, 9, 1, True),
+                                                         (1, 19, 13, False)])
+def test_recurrent_step_equals_autograd(kind, layers, width, T, last_only):
+    """The hand-written step of lib.recurrent_step gives the loss and every gradient of autograd
+    through the network's forward (float64, 1e-12); widths that fill SIMD vectors and leave tails,
+    batches of 6 rows (GEMM tiles of four and a remainder)."""
+    net = lib.RecurrentNet(kind, 4, width, 3, layers=layers, seed=width + T, dtype=F64)
+    g = torch.Generator().manual_seed(T)
+    x = torch.randn(6, T, 4, generator=g, dtype=F64)
+    y = torch.randn(6, 3, generator=g, dtype=F64) if last_only else torch.randn(6, T, 3, generator=g, dtype=F64)
+    out = net.forward_unchecked(x)
+    ref = 0.5 * ((out[:, -1] if last_only else out) - y).square().mean()
+    g_ref = torch.autograd.grad(ref, list(net.parameters()))
+    grads = {p: torch.full_like(p, 3.0) for p in net.parameters()}
+    loss = lib.recurrent_step.net_step(lib.recurrent_step.KERNEL.load(), net, x, y, last_only, grads.__getitem__)
+    assert _rel(loss, ref) <= 1e-12
+    for (name, p), b in zip(net.named_parameters(), g_ref):
+        assert _rel(grads[p], b) <= 1e-12, name
+
+
+@lru_kernel
+def test_module_stack_step_mixes_lru_and_autograd_members():
+    """ModuleStack.losses_into_grad: the networks of lib.recurrent_step by the kernel step, another
+    module by autograd; every .grad replaced by the gradient of the losses' sum, as autograd
+    through the stack gives."""
+
+    class Plain(torch.nn.Module):
+        d_in, d_out = 4, 2                       # a stack's members declare their sides
+
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(4, 2, dtype=F64)
+
+        def forward(self, x):
+            return torch.tanh(self.lin(x)).cumsum(1)
+
+    torch.manual_seed(0)
+    stack = lib.ModuleStack([lib.RecurrentNet("lru_in_out", 4, 6, 2, layers=2, seed=1, dtype=F64), Plain(),
+                             lib.RecurrentNet("gru", 4, 5, 2, seed=2, dtype=F64)])
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(3, 5, 6, 4, generator=g, dtype=F64), torch.randn(3, 5, 2, generator=g, dtype=F64)
+    ref = 0.5 * (stack(x, last_only=True) - y).square().flatten(1).mean(dim=1)
+    g_ref = torch.autograd.grad(ref.sum(), list(stack.parameters()))
+    for p in stack.parameters():
+        p.grad = torch.full_like(p, 5.0)
+    losses = stack.losses_into_grad(x, y, last_only=True)
+    assert _rel(losses, ref) <= 1e-12
+    for (name, p), b in zip(stack.named_parameters(), g_ref):
+        assert _rel(p.grad, b) <= 1e-12, name
+    plain_only = lib.ModuleStack([Plain()])
+    assert plain_only.losses_into_grad(x[:1], y[:1], last_only=True) is None
+
+
+@lru_kernel
+@pytest.mark.parametrize("kind", ["lru_in_out", "lstm", "gru"])
+def test_recurrent_step_float32_close_to_float64(kind):
+    """In float32 (sigmoid and tanh from a vectorised exp, libm's accuracy) the step's gradients are
+    as close to the float64 reference as torch's own float32 step (both about 1e-6)."""
+    net = lib.RecurrentNet(kind, 6, 32, 3, layers=2, seed=4, dtype=torch.float32)
+    net64 = lib.RecurrentNet(kind, 6, 32, 3, layers=2, seed=4, dtype=F64)
+    net64.load_state_dict({k: v.double() for k, v in net.state_dict().items()})
+    x, y = lib.ICLTask(K=1, T=12, d_x=3, d_y=3, batch=64, dtype=F64).sample([torch.Generator().manual_seed(1)])
+    out = net64.forward_unchecked(x[0])
+    g64 = torch.autograd.grad(0.5 * (out[:, -1] - y[0]).square().mean(), list(net64.parameters()))
+    grads = {p: torch.empty_like(p) for p in net.parameters()}
+    lib.recurrent_step.net_step(lib.recurrent_step.KERNEL.load(), net, x[0].float(), y[0].float(), True,
+                                grads.__getitem__)
+    assert all(_rel(grads[p].double(), b) <= 1e-5 for p, b in zip(net.parameters(), g64))
+
+
+@lru_kernel
+@needs_kernel
+@pytest.mark.parametrize("kind", ["gated", "lru_in_out", "lstm"])
+def test_train_online_fast_engine_follows_the_autograd_engine(kind):
+    """train_online's two engines -- the hand-written step and autograd through the forward --
+    give the same losses and weights after a few AdamW steps (float64, 1e-10: rounding
+    differences pass through AdamW's division by the root of the second moment)."""
+    if kind == "gated":
+        W = lib.lsa_teachers(3, [0, 1])
+        task = lib.AttentionTeacherTask(*W, T=5, batch=4, x_std=0.5, dtype=F64)
+        build = lambda: lib.StackedGatedRNN(3, [6, 4], 3, [0, 1], dtype=F64)  # noqa: E731
+    else:
+        task = lib.ICLTask(K=2, T=5, d_x=2, d_y=2, batch=4, dtype=F64)
+        build = lambda: lib.ModuleStack([lib.RecurrentNet(kind, 4, w, 2, layers=2, seed=w, dtype=F64)  # noqa: E731
+                                         for w in (5, 8)])
+    fast, ref = build(), build()
+    out_fast = lib.train_online(fast, task, steps=6, data_seeds=[1, 2], log_every=2)
+    out_ref = lib.train_online(ref, task, steps=6, data_seeds=[1, 2], log_every=2, engine="autograd")
+    assert _rel(out_fast["loss"], out_ref["loss"]) <= 1e-10
+    for (name, a), b in zip(fast.named_parameters(), ref.parameters()):
+        assert _rel(a, b) <= 1e-10, name
+    with pytest.raises(ValueError, match="engine"):
+        lib.train_online(fast, task, steps=1, data_seeds=[1, 2], engine="compiled")

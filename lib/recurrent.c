@@ -1,0 +1,448 @@
+/* Element-wise parts and recurrences of the Fig. 4 networks' training step, for lib/recurrent_step.py.
+ *
+ * A network of lib.recurrent_cells (embedding, LRU layers, readout) is trained on batches of B
+ * sequences of T steps; every activation is a matrix of M = B T rows (ordered (b, t): the layout
+ * of a (B, T, width) tensor, so that step t of sequence b follows step t - 1) by its features.
+ * The products with the layers' weight matrices are left to BLAS (torch.mm); what is here is the
+ * rest, each one pass:
+ *
+ *   glu_fwd / glu_bwd     y = sigmoid(a_m) * a_x and its backward (a_m, a_x: two column blocks)
+ *   lru_prep              the layer's real weights from its parameters: W_B = [g B_re; g B_im]
+ *                         (g = exp(gamma_log)), W_C = [C_re, -C_im], lam = exp(-exp(nu) + i exp(theta))
+ *   crecur_fwd            the complex diagonal recurrence h_t = lam h_{t-1} + p_t, states split as
+ *                         [Re | Im] columns (2n a row), along each sequence's T rows
+ *   crecur_bwd            its adjoint a_t = g_t + conj(lam) a_{t+1} (in place) and dL/dlam
+ *                         (as dL/dRe lam, dL/dIm lam) = sum_t a_t conj(h_{t-1})
+ *   skip_bwd              of y~ = ... + D * x: dL/dx = dL/dy~ * D and dL/dD = column sums
+ *   lru_prep_bwd          dL/dparameters from dL/dW_B, dL/dW_C, dL/dlam
+ *   lstm_fwd / lstm_bwd,  the LSTM and GRU recurrences and their adjoints (below)
+ *   gru_fwd / gru_bwd
+ *
+ * Each function exists for float ("_f32") and double ("_f64") and returns 0.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SIG_CHUNK 256                           /* columns of a row whose sigmoids are formed at once */
+
+/* s = 1 / (1 + exp(-a)) on n entries.  float: eight at a time with the exp of Cephes' expf
+   (range reduction by ln 2 in two parts, a degree-6 polynomial, the power of two in the exponent
+   bits; relative error about 1e-7, as libm's), since GCC does not vectorise calls of expf; double
+   (the exact checks): libm's exp. */
+typedef float v8f __attribute__((vector_size(32)));
+typedef int v8i __attribute__((vector_size(32)));
+
+static inline v8f vsel(v8i mask, v8f a, v8f b) { return (v8f)((mask & (v8i)a) | (~mask & (v8i)b)); }
+
+static inline v8f vexpf(v8f x)
+{
+    const v8f hi = (v8f){} + 88.3762626647949f, lo = (v8f){} - 87.3365478515625f;
+    x = vsel(x > hi, hi, x);
+    x = vsel(x < lo, lo, x);
+    const v8f magic = (v8f){} + 12582912.0f;                  /* 1.5 * 2^23: rounds to an integer */
+    const v8f nf = (x * 1.44269504088896341f + magic) - magic;
+    const v8f r = x - nf * 0.693359375f + nf * 2.12194440e-4f;
+    v8f p = (v8f){} + 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * r * r + r + 1.0f;
+    const v8i e = (__builtin_convertvector(nf, v8i) + 127) << 23;
+    return p * (v8f)e;
+}
+
+static void sigmoid_f32(const float *a, float *s, long n)
+{
+    long j = 0;
+    for (; j + 8 <= n; j += 8) {
+        v8f v;
+        memcpy(&v, a + j, sizeof v);
+        v = 1.0f / (1.0f + vexpf(-v));
+        memcpy(s + j, &v, sizeof v);
+    }
+    if (j < n) {                                /* the tail through the same formula */
+        v8f v = {0};
+        memcpy(&v, a + j, (n - j) * sizeof(float));
+        v = 1.0f / (1.0f + vexpf(-v));
+        memcpy(s + j, &v, (n - j) * sizeof(float));
+    }
+}
+
+static void sigmoid_f64(const double *a, double *s, long n)
+{
+    for (long j = 0; j < n; ++j) s[j] = 1.0 / (1.0 + exp(-a[j]));
+}
+
+/* t = tanh(a) on n entries.  float: Cephes' tanhf, eight at a time (an odd polynomial for
+   |a| < 0.625, 1 - 2 / (exp(2|a|) + 1) with a's sign beyond); double: libm's tanh. */
+static inline v8f vtanhf(v8f x)
+{
+    const v8i sign = (v8i)x & ((v8i){} + (-2147483647 - 1));     /* the sign bits */
+    const v8f ax = (v8f)((v8i)x & ~sign), z = x * x;
+    v8f p = (v8f){} - 5.70498872745e-3f;
+    p = p * z + 2.06390887954e-2f;
+    p = p * z - 5.37397155531e-2f;
+    p = p * z + 1.33314422036e-1f;
+    p = p * z - 3.33332819422e-1f;
+    const v8f small = p * z * x + x;
+    const v8f big = (v8f)((v8i)(1.0f - 2.0f / (vexpf(ax + ax) + 1.0f)) | sign);
+    return vsel(ax < 0.625f, small, big);
+}
+
+static void tanh_f32(const float *a, float *t, long n)
+{
+    long j = 0;
+    for (; j + 8 <= n; j += 8) {
+        v8f v;
+        memcpy(&v, a + j, sizeof v);
+        v = vtanhf(v);
+        memcpy(t + j, &v, sizeof v);
+    }
+    if (j < n) {
+        v8f v = {0};
+        memcpy(&v, a + j, (n - j) * sizeof(float));
+        v = vtanhf(v);
+        memcpy(t + j, &v, (n - j) * sizeof(float));
+    }
+}
+
+static void tanh_f64(const double *a, double *t, long n)
+{
+    for (long j = 0; j < n; ++j) t[j] = tanh(a[j]);
+}
+
+#define DEFINE_KERNELS(T, SUF, EXP, COS, SIN)                                                     \
+                                                                                                  \
+int glu_fwd_##SUF(const T *am, const T *ax, T *y, long M, long w, long sa, long sx)               \
+{                                                                                                 \
+    T s[SIG_CHUNK];                                                                               \
+    for (long m = 0; m < M; ++m)                                                                  \
+        for (long j0 = 0; j0 < w; j0 += SIG_CHUNK) {                                              \
+            const long nj = w - j0 < SIG_CHUNK ? w - j0 : SIG_CHUNK;                              \
+            const T *pm = am + m * sa + j0, *px = ax + m * sx + j0;                               \
+            T *py = y + m * w + j0;                                                               \
+            sigmoid_##SUF(pm, s, nj);                                                             \
+            for (long j = 0; j < nj; ++j) py[j] = s[j] * px[j];                                   \
+        }                                                                                         \
+    return 0;                                                                                     \
+}                                                                                                 \
+                                                                                                  \
+/* dam, dax: the layout of am, ax (row strides sa, sx); dy: (M, w) */                             \
+int glu_bwd_##SUF(const T *am, const T *ax, const T *dy, T *dam, T *dax, long M, long w, long sa,  \
+                  long sx)                                                                        \
+{                                                                                                 \
+    T s[SIG_CHUNK];                                                                               \
+    for (long m = 0; m < M; ++m)                                                                  \
+        for (long j0 = 0; j0 < w; j0 += SIG_CHUNK) {                                              \
+            const long nj = w - j0 < SIG_CHUNK ? w - j0 : SIG_CHUNK;                              \
+            const T *pm = am + m * sa + j0, *px = ax + m * sx + j0, *pd = dy + m * w + j0;        \
+            T *qm = dam + m * sa + j0, *qx = dax + m * sx + j0;                                   \
+            sigmoid_##SUF(pm, s, nj);                                                             \
+            for (long j = 0; j < nj; ++j) {                                                       \
+                qm[j] = pd[j] * px[j] * s[j] * ((T)1 - s[j]);                                     \
+                qx[j] = pd[j] * s[j];                                                             \
+            }                                                                                     \
+        }                                                                                         \
+    return 0;                                                                                     \
+}                                                                                                 \
+                                                                                                  \
+/* B_re, B_im (n, w); gamma_log, nu, theta (n); C_re, C_im (w, n) -> W_B (2n, w), W_C (w, 2n),    \
+   lam (2n) = [Re | Im] */                                                                        \
+int lru_prep_##SUF(const T *B_re, const T *B_im, const T *gamma_log, const T *C_re, const T *C_im, \
+                   const T *nu, const T *theta, T *W_B, T *W_C, T *lam, long n, long w)           \
+{                                                                                                 \
+    for (long i = 0; i < n; ++i) {                                                                \
+        const T g = EXP(gamma_log[i]), r = EXP(-EXP(nu[i])), phi = EXP(theta[i]);                 \
+        for (long j = 0; j < w; ++j) { W_B[i * w + j] = g * B_re[i * w + j]; W_B[(n + i) * w + j] = g * B_im[i * w + j]; } \
+        lam[i] = r * COS(phi);                                                                    \
+        lam[n + i] = r * SIN(phi);                                                                \
+    }                                                                                             \
+    for (long j = 0; j < w; ++j)                                                                  \
+        for (long i = 0; i < n; ++i) { W_C[j * 2 * n + i] = C_re[j * n + i]; W_C[j * 2 * n + n + i] = -C_im[j * n + i]; } \
+    return 0;                                                                                     \
+}                                                                                                 \
+                                                                                                  \
+/* p, h (B T, 2n) rows (b, t); h may be p (in place) */                                           \
+int crecur_fwd_##SUF(const T *p, T *h, const T *lam, long Bn, long Tn, long n)                    \
+{                                                                                                 \
+    const T *lr = lam, *li = lam + n;                                                             \
+    for (long b = 0; b < Bn; ++b) {                                                               \
+        const T *pb = p + b * Tn * 2 * n;                                                         \
+        T *hb = h + b * Tn * 2 * n;                                                               \
+        for (long i = 0; i < 2 * n; ++i) hb[i] = pb[i];                                           \
+        for (long t = 1; t < Tn; ++t) {                                                           \
+            const T *prev = hb + (t - 1) * 2 * n, *pt = pb + t * 2 * n;                           \
+            T *cur = hb + t * 2 * n;                                                              \
+            for (long i = 0; i < n; ++i) {                                                        \
+                const T hr = prev[i], hi = prev[n + i];                                           \
+                cur[i] = lr[i] * hr - li[i] * hi + pt[i];                                         \
+                cur[n + i] = lr[i] * hi + li[i] * hr + pt[n + i];                                 \
+            }                                                                                     \
+        }                                                                                         \
+    }                                                                                             \
+    return 0;                                                                                     \
+}                                                                                                 \
+                                                                                                  \
+/* a: dL/dh on entry, the adjoint (= dL/dp) on return; glam (2n) = [dL/dRe lam | dL/dIm lam] */   \
+int crecur_bwd_##SUF(T *a, const T *h, const T *lam, T *glam, long Bn, long Tn, long n)           \
+{                                                                                                 \
+    const T *lr = lam, *li = lam + n;                                                             \
+    for (long i = 0; i < 2 * n; ++i) glam[i] = 0;                                                 \
+    for (long b = 0; b < Bn; ++b) {                                                               \
+        T *ab = a + b * Tn * 2 * n;                                                               \
+        const T *hb = h + b * Tn * 2 * n;                                                         \
+        for (long t = Tn - 1; t >= 1; --t) {      /* a_t is final: it meets h_{t-1} */            \
+            const T *at = ab + t * 2 * n, *hp = hb + (t - 1) * 2 * n;                             \
+            T *ap = ab + (t - 1) * 2 * n;                                                         \
+            for (long i = 0; i < n; ++i) {                                                        \
+                const T ar = at[i], ai = at[n + i], hr = hp[i], hi = hp[n + i];                   \
+                glam[i] += ar * hr + ai * hi;                                                     \
+                glam[n + i] += ai * hr - ar * hi;                                                 \
+                ap[i] += lr[i] * ar + li[i] * ai;                                                 \
+                ap[n + i] += lr[i] * ai - li[i] * ar;                                             \
+            }                                                                                     \
+        }                                                                                         \
+    }                                                                                             \
+    return 0;                                                                                     \
+}                                                                                                 \
+                                                                                                  \
+/* y~ = ... + D * x: dx = dy * D (written), dD = sum_m dy * x */                                  \
+int skip_bwd_##SUF(const T *dy, const T *x, const T *D, T *dx, T *dD, long M, long w)             \
+{                                                                                                 \
+    for (long j = 0; j < w; ++j) dD[j] = 0;                                                       \
+    for (long m = 0; m < M; ++m) {                                                                \
+        const T *py = dy + m * w, *px = x + m * w;                                                \
+        T *qx = dx + m * w;                                                                       \
+        for (long j = 0; j < w; ++j) { dD[j] += py[j] * px[j]; qx[j] = py[j] * D[j]; }            \
+    }                                                                                             \
+    return 0;                                                                                     \
+}                                                                                                 \
+                                                                                                  \
+/* dW_B (2n, w), dW_C (w, 2n), glam (2n) -> dB_re, dB_im (n, w), dgamma_log, dnu, dtheta (n),     \
+   dC_re, dC_im (w, n) */                                                                         \
+int lru_prep_bwd_##SUF(const T *dW_B, const T *dW_C, const T *glam, const T *B_re, const T *B_im, \
+                       const T *gamma_log, const T *nu, const T *theta, const T *lam, T *dB_re,   \
+                       T *dB_im, T *dgamma, T *dC_re, T *dC_im, T *dnu, T *dtheta, long n, long w) \
+{                                                                                                 \
+    for (long i = 0; i < n; ++i) {                                                                \
+        const T g = EXP(gamma_log[i]), lr = lam[i], li = lam[n + i], gr = glam[i], gi = glam[n + i]; \
+        T s = 0;                                                                                  \
+        for (long j = 0; j < w; ++j) {                                                            \
+            const T dr = dW_B[i * w + j], di = dW_B[(n + i) * w + j];                             \
+            dB_re[i * w + j] = g * dr;                                                            \
+            dB_im[i * w + j] = g * di;                                                            \
+            s += B_re[i * w + j] * dr + B_im[i * w + j] * di;                                     \
+        }                                                                                         \
+        dgamma[i] = g * s;                                                                        \
+        dnu[i] = -EXP(nu[i]) * (gr * lr + gi * li);          /* d lam / d nu = -exp(nu) lam */    \
+        dtheta[i] = EXP(theta[i]) * (gi * lr - gr * li);     /* d lam / d theta = i exp(theta) lam */ \
+    }                                                                                             \
+    for (long j = 0; j < w; ++j)                                                                  \
+        for (long i = 0; i < n; ++i) { dC_re[j * n + i] = dW_C[j * 2 * n + i]; dC_im[j * n + i] = -dW_C[j * 2 * n + n + i]; } \
+    return 0;                                                                                     \
+}
+
+/* LSTM and GRU layers (torch.nn.LSTM / torch.nn.GRU, gate orders (i, f, g, o) and (r, z, n)):
+ * the recurrence over time with the input projections Xp = X W_ih^T + b_ih given (M, G w), rows
+ * (b, t).  Each step's recurrent product h_{t-1} W_hh^T (B x w by w x G w) is a small GEMM here
+ * (gemm_acc); the backward returns dL/dXp (M, G w) and dL/d(h_{t-1} W_hh^T + b_hh) one row earlier
+ * ("shifted": row (b, t) holds step t + 1, the last row of a sequence 0), so that the weight
+ * gradients are single products, dW_ih = dXp^T X and dW_hh = dHs^T H, left to torch.mm. */
+#ifdef __AVX__
+#define KEEP(v) __asm__("" : "+x"(v))                  /* v stays in a register */
+#else
+#define KEEP(v) ((void)0)
+#endif
+
+#define DEFINE_RNN(T, SUF)                                                                        \
+                                                                                                  \
+typedef T rv_##SUF __attribute__((vector_size(32)));                                              \
+typedef T rvu_##SUF __attribute__((vector_size(32), aligned(sizeof(T)), may_alias));              \
+static inline rv_##SUF rld_##SUF(const T *p) { return *(const rvu_##SUF *)p; }                    \
+static inline void rst_##SUF(T *p, rv_##SUF v) { *(rvu_##SUF *)p = v; }                           \
+                                                                                                  \
+/* C[m, :] = (acc ? C[m, :] : 0) + sum_k A[m, k] Bm[k, :]; A (Mr x K, row stride lda), Bm (K x N) \
+   contiguous, C (row stride ldc): six rows by two vectors of columns a tile, twelve accumulators \
+   in registers (KEEP holds the two vectors of Bm in registers: folded into each multiply-add as  \
+   a memory operand they cost six loads more a step, a third of the speed) */                    \
+static void gemm_acc_##SUF(const T *A, long lda, const T *Bm, long N, T *C, long ldc, long Mr,     \
+                           long K, int acc)                                                       \
+{                                                                                                 \
+    enum { V = 32 / sizeof(T) };                                                                  \
+    const long m6 = Mr / 6 * 6;                                                                   \
+    long n = 0;                                                                                   \
+    for (; n + 2 * V <= N; n += 2 * V)            /* a panel of Bm stays in L1 across the rows */ \
+        for (long m = 0; m < m6; m += 6) {                                                        \
+            const T *a0 = A + m * lda, *a1 = a0 + lda, *a2 = a1 + lda, *a3 = a2 + lda, *a4 = a3 + lda, *a5 = a4 + lda; \
+            T *c0 = C + m * ldc + n;                                                              \
+            rv_##SUF s[6][2];                                                                     \
+            for (int r = 0; r < 6; ++r)                                                           \
+                for (int u = 0; u < 2; ++u) s[r][u] = acc ? rld_##SUF(c0 + r * ldc + u * V) : (rv_##SUF){0}; \
+            for (long k = 0; k < K; ++k) {                                                        \
+                rv_##SUF b0 = rld_##SUF(Bm + k * N + n), b1 = rld_##SUF(Bm + k * N + n + V);       \
+                KEEP(b0); KEEP(b1);                                                               \
+                s[0][0] += a0[k] * b0; s[0][1] += a0[k] * b1; s[1][0] += a1[k] * b0; s[1][1] += a1[k] * b1; \
+                s[2][0] += a2[k] * b0; s[2][1] += a2[k] * b1; s[3][0] += a3[k] * b0; s[3][1] += a3[k] * b1; \
+                s[4][0] += a4[k] * b0; s[4][1] += a4[k] * b1; s[5][0] += a5[k] * b0; s[5][1] += a5[k] * b1; \
+            }                                                                                     \
+            for (int r = 0; r < 6; ++r)                                                           \
+                for (int u = 0; u < 2; ++u) rst_##SUF(c0 + r * ldc + u * V, s[r][u]);             \
+        }                                                                                         \
+    for (long m = 0; m < Mr; ++m) {              /* the columns past the panels, the last rows */ \
+        const T *a0 = A + m * lda;                                                                \
+        T *c0 = C + m * ldc;                                                                      \
+        long j = m < m6 ? n : 0;                                                                  \
+        for (; j + V <= N; j += V) {                                                              \
+            rv_##SUF v = acc ? rld_##SUF(c0 + j) : (rv_##SUF){0};                                 \
+            for (long k = 0; k < K; ++k) v += a0[k] * rld_##SUF(Bm + k * N + j);                  \
+            rst_##SUF(c0 + j, v);                                                                 \
+        }                                                                                         \
+        for (; j < N; ++j) {                                                                      \
+            T v = acc ? c0[j] : 0;                                                                \
+            for (long k = 0; k < K; ++k) v += a0[k] * Bm[k * N + j];                              \
+            c0[j] = v;                                                                            \
+        }                                                                                         \
+    }                                                                                             \
+}                                                                                                 \
+                                                                                                  \
+/* P (Bn x G w) = b_hh + h_prev W_hh^T, h_prev the rows t - 1 of H (none at t = 0) */              \
+static void hidden_proj_##SUF(const T *H, const T *WT, const T *b_hh, T *P, long Bn, long Tn,      \
+                              long t, long w, long G)                                             \
+{                                                                                                 \
+    for (long b = 0; b < Bn; ++b) memcpy(P + b * G * w, b_hh, G * w * sizeof(T));                 \
+    if (t > 0) gemm_acc_##SUF(H + (t - 1) * w, Tn * w, WT, G * w, P, G * w, Bn, w, 1);             \
+}                                                                                                 \
+                                                                                                  \
+static T *transpose_##SUF(const T *W, long rows, long cols)                                       \
+{                                                                                                 \
+    T *WT = malloc(rows * cols * sizeof(T));                                                      \
+    if (WT) for (long i = 0; i < rows; ++i) for (long j = 0; j < cols; ++j) WT[j * rows + i] = W[i * cols + j]; \
+    return WT;                                                                                    \
+}                                                                                                 \
+                                                                                                  \
+/* GRU: S (M, 4w) keeps r, z, n and hn = W_hn h_{t-1} + b_hn of every step */                     \
+int gru_fwd_##SUF(const T *Xp, const T *W_hh, const T *b_hh, T *H, T *S, long Bn, long Tn, long w) \
+{                                                                                                 \
+    T *WT = transpose_##SUF(W_hh, 3 * w, w), *P = malloc(Bn * 3 * w * sizeof(T));                 \
+    if (!WT || !P) { free(WT); free(P); return 1; }                                               \
+    for (long t = 0; t < Tn; ++t) {                                                               \
+        hidden_proj_##SUF(H, WT, b_hh, P, Bn, Tn, t, w, 3);                                        \
+        for (long b = 0; b < Bn; ++b) {                                                           \
+            const long row = b * Tn + t;                                                          \
+            const T *xp = Xp + row * 3 * w, *hp = P + b * 3 * w, *hprev = H + (row - 1) * w;       \
+            T *s = S + row * 4 * w, *h = H + row * w;                                             \
+            for (long j = 0; j < 2 * w; ++j) s[j] = xp[j] + hp[j];                                \
+            sigmoid_##SUF(s, s, 2 * w);                                  /* r, z */               \
+            for (long j = 0; j < w; ++j) { s[3 * w + j] = hp[2 * w + j]; s[2 * w + j] = xp[2 * w + j] + s[j] * hp[2 * w + j]; } \
+            tanh_##SUF(s + 2 * w, s + 2 * w, w);                         /* n */                  \
+            for (long j = 0; j < w; ++j) {                                                        \
+                const T z = s[w + j], n = s[2 * w + j];                                           \
+                h[j] = (1 - z) * n + (t ? z * hprev[j] : 0);                                      \
+            }                                                                                     \
+        }                                                                                         \
+    }                                                                                             \
+    free(WT); free(P);                                                                            \
+    return 0;                                                                                     \
+}                                                                                                 \
+                                                                                                  \
+/* dH (M, w): dL/dH from above; out: dXp (M, 3w), dHs (M, 3w) shifted, db_hh (3w) */              \
+int gru_bwd_##SUF(const T *dH, const T *W_hh, const T *H, const T *S, T *dXp, T *dHs, T *db_hh,    \
+                  long Bn, long Tn, long w)                                                       \
+{                                                                                                 \
+    T *dh = calloc(Bn * w, sizeof(T)), *dP = malloc(Bn * 3 * w * sizeof(T));                      \
+    if (!dh || !dP) { free(dh); free(dP); return 1; }                                             \
+    for (long j = 0; j < 3 * w; ++j) db_hh[j] = 0;                                                \
+    for (long b = 0; b < Bn; ++b) memset(dHs + (b * Tn + Tn - 1) * 3 * w, 0, 3 * w * sizeof(T));  \
+    for (long t = Tn - 1; t >= 0; --t) {                                                          \
+        for (long b = 0; b < Bn; ++b) {                                                           \
+            const long row = b * Tn + t;                                                          \
+            const T *s = S + row * 4 * w, *hprev = H + (row - 1) * w, *dho = dH + row * w;        \
+            T *dx = dXp + row * 3 * w, *dp = dP + b * 3 * w, *dhb = dh + b * w;                   \
+            _Pragma("omp simd")                                                           \
+            for (long j = 0; j < w; ++j) {                                                        \
+                const T r = s[j], z = s[w + j], n = s[2 * w + j], hn = s[3 * w + j];              \
+                const T hp = t ? hprev[j] : 0, g = dhb[j] + dho[j];                               \
+                const T dan = g * (1 - z) * (1 - n * n);                                          \
+                const T daz = g * (hp - n) * z * (1 - z);                                        \
+                const T dar = dan * hn * r * (1 - r);                                             \
+                dx[j] = dar; dx[w + j] = daz; dx[2 * w + j] = dan;                                \
+                dp[j] = dar; dp[w + j] = daz; dp[2 * w + j] = dan * r;                            \
+                dhb[j] = g * z;                                          /* through h = ... + z h_prev */ \
+            }                                                                                     \
+            _Pragma("omp simd")                                                           \
+            for (long j = 0; j < 3 * w; ++j) db_hh[j] += dp[j];                                   \
+            if (t > 0) memcpy(dHs + (row - 1) * 3 * w, dp, 3 * w * sizeof(T));                    \
+        }                                                                                         \
+        if (t > 0) gemm_acc_##SUF(dP, 3 * w, W_hh, w, dh, w, Bn, 3 * w, 1);   /* + dP W_hh */      \
+    }                                                                                             \
+    free(dh); free(dP);                                                                           \
+    return 0;                                                                                     \
+}                                                                                                 \
+                                                                                                  \
+/* LSTM: S (M, 6w) keeps i, f, g, o, c and tanh(c) of every step */                               \
+int lstm_fwd_##SUF(const T *Xp, const T *W_hh, const T *b_hh, T *H, T *S, long Bn, long Tn, long w) \
+{                                                                                                 \
+    T *WT = transpose_##SUF(W_hh, 4 * w, w), *P = malloc(Bn * 4 * w * sizeof(T));                 \
+    if (!WT || !P) { free(WT); free(P); return 1; }                                               \
+    for (long t = 0; t < Tn; ++t) {                                                               \
+        hidden_proj_##SUF(H, WT, b_hh, P, Bn, Tn, t, w, 4);                                        \
+        for (long b = 0; b < Bn; ++b) {                                                           \
+            const long row = b * Tn + t;                                                          \
+            const T *xp = Xp + row * 4 * w, *hp = P + b * 4 * w, *cprev = S + (row - 1) * 6 * w + 4 * w; \
+            T *s = S + row * 6 * w, *h = H + row * w;                                             \
+            for (long j = 0; j < 4 * w; ++j) s[j] = xp[j] + hp[j];                                \
+            sigmoid_##SUF(s, s, 2 * w);                                  /* i, f */               \
+            tanh_##SUF(s + 2 * w, s + 2 * w, w);                         /* g */                  \
+            sigmoid_##SUF(s + 3 * w, s + 3 * w, w);                      /* o */                  \
+            for (long j = 0; j < w; ++j) s[4 * w + j] = s[j] * s[2 * w + j] + (t ? s[w + j] * cprev[j] : 0); \
+            tanh_##SUF(s + 4 * w, s + 5 * w, w);                         /* tanh(c) */            \
+            for (long j = 0; j < w; ++j) h[j] = s[3 * w + j] * s[5 * w + j];                      \
+        }                                                                                         \
+    }                                                                                             \
+    free(WT); free(P);                                                                            \
+    return 0;                                                                                     \
+}                                                                                                 \
+                                                                                                  \
+/* dH (M, w) -> dXp (M, 4w) (= dL/d(h W_hh^T + b_hh) of the same step), dHs (M, 4w) shifted,      \
+   db_hh (4w) */                                                                                  \
+int lstm_bwd_##SUF(const T *dH, const T *W_hh, const T *H, const T *S, T *dXp, T *dHs, T *db_hh,   \
+                   long Bn, long Tn, long w)                                                      \
+{                                                                                                 \
+    (void)H;                                                                                      \
+    T *dh = calloc(Bn * w, sizeof(T)), *dc = calloc(Bn * w, sizeof(T));                           \
+    if (!dh || !dc) { free(dh); free(dc); return 1; }                                             \
+    for (long j = 0; j < 4 * w; ++j) db_hh[j] = 0;                                                \
+    for (long b = 0; b < Bn; ++b) memset(dHs + (b * Tn + Tn - 1) * 4 * w, 0, 4 * w * sizeof(T));  \
+    for (long t = Tn - 1; t >= 0; --t) {                                                          \
+        for (long b = 0; b < Bn; ++b) {                                                           \
+            const long row = b * Tn + t;                                                          \
+            const T *s = S + row * 6 * w, *cprev = S + (row - 1) * 6 * w + 4 * w, *dho = dH + row * w; \
+            T *dx = dXp + row * 4 * w, *dhb = dh + b * w, *dcb = dc + b * w;                      \
+            _Pragma("omp simd")                                                           \
+            for (long j = 0; j < w; ++j) {                                                        \
+                const T i = s[j], f = s[w + j], g = s[2 * w + j], o = s[3 * w + j], tc = s[5 * w + j]; \
+                const T gh = dhb[j] + dho[j], cp = t ? cprev[j] : 0;                              \
+                const T gc = dcb[j] + gh * o * (1 - tc * tc);                                     \
+                dx[j] = gc * g * i * (1 - i);                                                     \
+                dx[w + j] = gc * cp * f * (1 - f);                                                \
+                dx[2 * w + j] = gc * i * (1 - g * g);                                             \
+                dx[3 * w + j] = gh * tc * o * (1 - o);                                            \
+                dcb[j] = gc * f;                                                                  \
+            }                                                                                     \
+            _Pragma("omp simd")                                                           \
+            for (long j = 0; j < 4 * w; ++j) db_hh[j] += dx[j];                                   \
+            if (t > 0) memcpy(dHs + (row - 1) * 4 * w, dx, 4 * w * sizeof(T));                    \
+        }                                                                                         \
+        if (t > 0) gemm_acc_##SUF(dXp + t * 4 * w, Tn * 4 * w, W_hh, w, dh, w, Bn, 4 * w, 0);     \
+    }                                                                                             \
+    free(dh); free(dc);                                                                           \
+    return 0;                                                                                     \
+}
+
+DEFINE_KERNELS(float, f32, expf, cosf, sinf)
+DEFINE_KERNELS(double, f64, exp, cos, sin)
+DEFINE_RNN(float, f32)
+DEFINE_RNN(double, f64)
