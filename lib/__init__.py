@@ -69,7 +69,7 @@ from .training import loss_fn, r2_score, select_by_validation, train_adamw, trai
 from .protein import train_feedforward
 from .online import FlatAdamW, cosine_lr, train_online
 from .tasks import ICLTask, AttentionTeacherTask, lsa_teachers
-from .data import s1_sequences
+from .data import s1_blocks, s1_sequences, s1_stretches
 from .linear_teacher import add_output_noise, delay_taps, linear_teacher_dataset
 from .sequence_memory import (SequenceAutoencoder, autoencoder_matrices, check_sequences, encode,
                               encode_reference, fit_sequence_autoencoder, pad_sequences,
@@ -139,6 +139,8 @@ __all__ = [
     "r2_score",
     "rho_ridge",
     "s1_sequences",
+    "s1_blocks",
+    "s1_stretches",
     "linear_teacher_dataset",
     "select_by_validation",
     "learned_fraction",

@@ -30,7 +30,7 @@ import torch
 
 from ._checks import positive_int
 
-__all__ = ["DataError", "DATASETS", "locate", "load_s1", "s1_sequences", "load_protein", "ProteinSet",
+__all__ = ["DataError", "DATASETS", "locate", "load_s1", "s1_sequences", "s1_blocks", "s1_stretches", "load_protein", "ProteinSet",
            "sha256"]
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -184,18 +184,70 @@ def _windows(a: np.ndarray, T: int) -> np.ndarray:
     return a[:m].reshape(-1, T, a.shape[1])
 
 
+def s1_blocks(n_bins: int, *, fractions=(0.7, 0.1, 0.2), fold: int | None = None) -> dict[str, list[slice]]:
+    """The train / validation / test blocks of a recording of ``n_bins`` bins, each a list of
+    contiguous bin ranges.
+
+    ``fold=None``: three contiguous blocks with the given ``fractions``, in that order (the test
+    block lies after everything a model saw).  ``fold = f`` (0 <= f < K, K = 1 / fractions[2],
+    which must be a whole number): the test block is the f-th of the K equal blocks of the
+    recording, the validation block the ``fractions[1]`` of the recording just before it (for
+    f = 0, the end of the recording), and the training block everything else, one or two
+    contiguous pieces.  Fold K - 1 is the split of ``fold=None``.  Chapter 6 (section "Table 1")
+    evaluates its claims over the K folds: the paper does not state its split.
+    """
+    n_bins = positive_int("n_bins", n_bins)
+    fr = [float(f) for f in fractions]
+    if len(fr) != 3 or any(f <= 0 for f in fr) or abs(sum(fr) - 1) > 1e-12:
+        raise ValueError(f"fractions must be three positive numbers summing to 1, got {fractions!r}")
+    if fold is None:
+        cut1, cut2 = int(round(fr[0] * n_bins)), int(round((fr[0] + fr[1]) * n_bins))
+        return {"train": [slice(0, cut1)], "val": [slice(cut1, cut2)], "test": [slice(cut2, n_bins)]}
+    K = round(1 / fr[2])
+    if abs(K * fr[2] - 1) > 1e-9 or fr[1] > fr[2] + 1e-12:
+        raise ValueError(f"folds need 1 / fractions[2] to be a whole number and fractions[1] <= fractions[2], "
+                         f"got {fractions!r}")
+    fold = positive_int("fold", fold, minimum=0)
+    if fold >= K:
+        raise ValueError(f"fold must lie in 0..{K - 1} (the recording has {K} test blocks), got {fold}")
+    t0, t1 = int(round(fold * fr[2] * n_bins)), int(round((fold + 1) * fr[2] * n_bins))
+    if fold == 0:
+        v0, v1 = int(round((1 - fr[1]) * n_bins)), n_bins
+        train = [slice(t1, v0)]
+    else:
+        v0, v1 = int(round((fold * fr[2] - fr[1]) * n_bins)), t0
+        train = [s for s in (slice(0, v0), slice(t1, n_bins)) if s.stop > s.start]
+    return {"train": train, "val": [slice(v0, v1)], "test": [slice(t0, t1)]}
+
+
+def s1_stretches(n_bins: int, train_bins: int, *, fractions=(0.7, 0.1, 0.2), fold: int | None = None) -> list[int]:
+    """The offsets (in bins of the training block, its pieces read in order) of the disjoint
+    stretches of ``train_bins`` bins that fit inside one piece of the training block of
+    :func:`s1_blocks`: the limited-data runs of Chapter 6 take stretch k at offset ``[k]``."""
+    train_bins = positive_int("train_bins", train_bins)
+    offsets, start = [], 0
+    for piece in s1_blocks(n_bins, fractions=fractions, fold=fold)["train"]:
+        length = piece.stop - piece.start
+        offsets += [start + j * train_bins for j in range(length // train_bins)]
+        start += length
+    return offsets
+
+
 def s1_sequences(spikes, vel, T: int = 15, *, fractions=(0.7, 0.1, 0.2), train_bins: int | None = None,
-                 train_offset: int = 0) -> dict[str, torch.Tensor]:
+                 train_offset: int = 0, fold: int | None = None) -> dict[str, torch.Tensor]:
     """Cut the S1 recording into train / validation / test sequences of length T.
 
     spikes: (bins, n_neurons) counts; vel: (bins, 2) hand velocity.
-    The recording is split in time into three contiguous blocks with the given ``fractions``
-    (train, validation, test; in that order, so no window straddles two blocks and the test
-    block lies after everything the model saw).  ``train_bins`` keeps only that many bins of
-    the training block starting at ``train_offset`` (the paper's "limited data": 5400 bins =
-    4.5 min at 50 ms).  Inputs and outputs are z-scored per channel with the mean and standard
-    deviation of the bins actually used for training.  Each block is cut into non-overlapping
-    windows of T bins (the remainder is dropped); every window starts from a zero state.
+    The recording is split in time into train, validation and test blocks by :func:`s1_blocks`:
+    with ``fold=None`` three contiguous blocks with the given ``fractions`` (train, validation,
+    test; in that order, so no window straddles two blocks and the test block lies after
+    everything the model saw); with ``fold = f`` the f-th of the 1 / fractions[2] test blocks.
+    ``train_bins`` keeps only that many bins of the training block starting at ``train_offset``
+    (counted along its pieces; the stretch must lie inside one piece, see :func:`s1_stretches`):
+    the paper's "limited data", 5400 bins = 4.5 min at 50 ms.  Inputs and outputs are z-scored
+    per channel with the mean and standard deviation of the bins actually used for training.
+    Each contiguous piece is cut into non-overlapping windows of T bins (the remainder is
+    dropped); every window starts from a zero state.
 
     Returns float64 tensors x_train (N, T, n_neurons), y_train (N, T, 2), x_val, y_val,
     x_test, y_test, and the normalisation x_mean, x_std, y_mean, y_std.  Chapter 6, section
@@ -211,25 +263,33 @@ def s1_sequences(spikes, vel, T: int = 15, *, fractions=(0.7, 0.1, 0.2), train_b
         raise ValueError(f"spikes ({spikes.shape[0]} bins) and vel ({vel.shape[0]} bins) must have "
                          "the same number of bins")
     T = positive_int("T", T)
-    fr = [float(f) for f in fractions]
-    if len(fr) != 3 or any(f <= 0 for f in fr) or abs(sum(fr) - 1) > 1e-12:
-        raise ValueError(f"fractions must be three positive numbers summing to 1, got {fractions!r}")
     n = spikes.shape[0]
-    cut1, cut2 = int(round(fr[0] * n)), int(round((fr[0] + fr[1]) * n))
-    blocks = {"train": slice(0, cut1), "val": slice(cut1, cut2), "test": slice(cut2, n)}
+    blocks = s1_blocks(n, fractions=fractions, fold=fold)
+    n_train = sum(s.stop - s.start for s in blocks["train"])
     train_offset = positive_int("train_offset", train_offset, minimum=0)
     if train_bins is not None:
         train_bins = positive_int("train_bins", train_bins, minimum=T)
-        if train_offset + train_bins > cut1:
-            raise ValueError(f"train_offset + train_bins must be <= the training block's {cut1} bins, "
+        if train_offset + train_bins > n_train:
+            raise ValueError(f"train_offset + train_bins must be <= the training block's {n_train} bins, "
                              f"got {train_offset} + {train_bins}")
-        blocks["train"] = slice(train_offset, train_offset + train_bins)
+        start = 0
+        for piece in blocks["train"]:
+            length = piece.stop - piece.start
+            if start <= train_offset < start + length:
+                if train_offset + train_bins > start + length:
+                    raise ValueError(f"the stretch of train_bins = {train_bins} bins at train_offset = {train_offset} "
+                                     "straddles two pieces of the training block; see lib.data.s1_stretches")
+                a = piece.start + train_offset - start
+                blocks["train"] = [slice(a, a + train_bins)]
+                break
+            start += length
     elif train_offset != 0:
         raise ValueError("train_offset is only meaningful together with train_bins")
-    for k, s in blocks.items():
-        if s.stop - s.start < T:
-            raise ValueError(f"the {k} block has {s.stop - s.start} bins, fewer than T = {T}")
-    xs, ys = spikes[blocks["train"]], vel[blocks["train"]]
+    for k, pieces in blocks.items():
+        if sum(s.stop - s.start for s in pieces) < T:
+            raise ValueError(f"the {k} block has {sum(s.stop - s.start for s in pieces)} bins, fewer than T = {T}")
+    xs = np.concatenate([spikes[s] for s in blocks["train"]])
+    ys = np.concatenate([vel[s] for s in blocks["train"]])
     x_mean, x_std = xs.mean(0), xs.std(0)
     y_mean, y_std = ys.mean(0), ys.std(0)
     # a constant channel (max == min exactly: its computed std is 0 or a rounding residue such as
@@ -241,9 +301,9 @@ def s1_sequences(spikes, vel, T: int = 15, *, fractions=(0.7, 0.1, 0.2), train_b
                          "used: the targets cannot be z-scored (choose other train_bins / train_offset, or "
                          "other data)")
     out: dict[str, torch.Tensor] = {}
-    for k, s in blocks.items():
-        out[f"x_{k}"] = torch.from_numpy(_windows((spikes[s] - x_mean) / x_std, T).copy())
-        out[f"y_{k}"] = torch.from_numpy(_windows((vel[s] - y_mean) / y_std, T).copy())
+    for k, pieces in blocks.items():
+        out[f"x_{k}"] = torch.from_numpy(np.concatenate([_windows((spikes[s] - x_mean) / x_std, T) for s in pieces]))
+        out[f"y_{k}"] = torch.from_numpy(np.concatenate([_windows((vel[s] - y_mean) / y_std, T) for s in pieces]))
     out.update(x_mean=torch.from_numpy(x_mean), x_std=torch.from_numpy(x_std),
                y_mean=torch.from_numpy(y_mean), y_std=torch.from_numpy(y_std))
     return out

@@ -28,15 +28,16 @@ __all__ = ["train_feedforward", "AMINO_ACIDS", "amino_code", "amino_indices", "p
 
 
 def amino_code(dim: int = 12, seed: int = 0, min_distance: int = 3, max_tries: int = 10_000,
-               span: int | None = None) -> torch.Tensor:
+               span: int | None = None, balanced: bool = False) -> torch.Tensor:
     """``(20, dim)`` ±1 code, row i for ``AMINO_ACIDS[i]``; deterministic in ``seed``.
 
     ``span`` (default ``dim``) is the dimension spanned by the 20 code words.  With
     ``span < dim`` the last ``dim - span`` components are copies of the first ones (a ±1 code
     with ``dim - span`` linear dependencies among its components); the draw is the same as for
     ``span = dim`` and is repeated until the code has rank ``span`` and minimum Hamming
-    distance ``min_distance``.  Chapter 9, "The protein experiment": ``span = 11`` gives the
-    paper's state size.
+    distance ``min_distance``.  ``balanced=True`` draws every component with ten +1 and ten
+    -1 (each component a random permutation of them).  Chapter 9, "The protein experiment",
+    evaluates the state size over these codes: the paper states 12 components ±1 and no more.
     """
     dim = positive_int("dim", dim)
     min_distance = positive_int("min_distance", min_distance, minimum=0)
@@ -48,7 +49,8 @@ def amino_code(dim: int = 12, seed: int = 0, min_distance: int = 3, max_tries: i
     max_tries = positive_int("max_tries", max_tries)
     rng = np.random.default_rng(seed_int("seed", seed))
     for _ in range(max_tries):
-        C = rng.choice([-1.0, 1.0], size=(20, dim))
+        C = (np.stack([rng.permutation(np.repeat([-1.0, 1.0], 10)) for _ in range(dim)], axis=1) if balanced
+             else rng.choice([-1.0, 1.0], size=(20, dim)))
         if span < dim:
             C[:, span:] = C[:, : dim - span]
         dist = (C[:, None, :] != C[None, :, :]).sum(-1) + dim * np.eye(20, dtype=int)

@@ -62,6 +62,26 @@ def test_fidelity_appendix_agrees_with_the_chapters(executed):
     assert fidelity.appendix_disagreements(appendix, records) == []
 
 
+def test_summaries_quote_only_numbers_their_chapter_computed(executed):
+    """A chapter's "## Summary" quotes no number that its executed notebook does not output, and
+    the introduction none that no chapter outputs (its counts are pasted from the appendix)."""
+    from lib.book import fidelity
+
+    problems, everything = [], []
+    for src in executed:
+        nb = src.with_suffix(".ipynb")
+        outputs = fidelity.notebook_outputs(nb)
+        everything.append(outputs)
+        missing = fidelity.numbers_not_in_outputs(fidelity.notebook_summary(nb), outputs)
+        if missing:
+            problems.append(f"{src.stem}: the summary quotes {missing}, which no output of the chapter contains")
+    intro = re.sub(r"```.*?```", " ", (ROOT / "book" / "intro.md").read_text(), flags=re.S)
+    missing = fidelity.numbers_not_in_outputs(intro, "\n".join(everything))
+    if missing:
+        problems.append(f"intro: quotes {missing}, which no chapter outputs")
+    assert problems == [], "\n".join(problems)
+
+
 @pytest.fixture(scope="module")
 def site(executed):
     book.build_html(strict=True)   # jupyter-book build -W -n --keep-going; raises on a warning

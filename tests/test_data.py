@@ -174,6 +174,31 @@ def test_s1_sequences_split_windows_and_normalisation():
     assert torch.allclose(L["y_train"].reshape(-1, 2).mean(0), torch.zeros(2, dtype=torch.float64), atol=1e-12)
 
 
+def test_s1_folds_cover_the_recording_and_the_last_is_the_default_split():
+    spikes, vel = _fake_recording()
+    for f in range(5):
+        B = data.s1_blocks(1000, fold=f)
+        bins = sorted(i for pieces in B.values() for s in pieces for i in range(s.start, s.stop))
+        assert bins == list(range(1000))                                    # every bin once
+        assert [s.stop - s.start for s in B["test"]] == [200] and B["test"][0].start == 200 * f
+        assert B["val"][0].stop == (200 * f if f else 1000) and B["val"][0].stop - B["val"][0].start == 100
+    assert data.s1_blocks(1000, fold=4) == data.s1_blocks(1000)
+    A, D = data.s1_sequences(spikes, vel, T=15, fold=4), data.s1_sequences(spikes, vel, T=15)
+    assert all(torch.equal(A[k], D[k]) for k in D)
+    F = data.s1_sequences(spikes, vel, T=15, fold=2)                        # train: bins 0-300 and 600-1000
+    assert F["x_train"].shape[0] == 300 // 15 + 400 // 15
+    assert np.allclose(F["x_mean"].numpy(), np.concatenate([spikes[:300], spikes[600:]]).mean(0))
+    assert data.s1_stretches(1000, 250, fold=2) == [0, 300]                # no stretch straddles the gap 300-600
+    L = data.s1_sequences(spikes, vel, T=15, fold=2, train_bins=250, train_offset=300)
+    assert np.allclose(L["y_mean"].numpy(), vel[600:850].mean(0))
+    with pytest.raises(ValueError, match="straddles"):
+        data.s1_sequences(spikes, vel, T=15, fold=2, train_bins=250, train_offset=200)
+    with pytest.raises(ValueError, match="fold must lie in 0..4"):
+        data.s1_blocks(1000, fold=5)
+    with pytest.raises(ValueError, match="whole number"):
+        data.s1_blocks(1000, fractions=(0.6, 0.1, 0.3), fold=0)
+
+
 def test_s1_sequences_bad_input():
     spikes, vel = _fake_recording()
     with pytest.raises(ValueError, match="same number of bins"):

@@ -5,6 +5,7 @@ import sys
 from pathlib import Path
 
 import nbformat
+import numpy as np
 import pytest
 
 from lib.book import fidelity
@@ -38,6 +39,7 @@ GOOD = dict(book="0.101", verdict="reproduced")
     (dict(key="Fig 4"), "key must be a lower-case slug"),
     (dict(key="04-missing"), "claim key '04-missing' is in none of the ledgers"),
     (dict(verdict="ok"), "verdict must be one of 'reproduced'"),
+    (dict(verdict="depends on"), "verdict must be one of 'reproduced'"),     # "depends on" names its choice
     (dict(what="again"), "claim 04-gap: what is given both by the ledger emami.toml and by the chapter"),
     (dict(key="04-bare", published="p"), "claim 04-bare: what is missing: give it in \\[claim.04-bare\\] of emami.toml"),
     (dict(key="04-nosection", section="see section 4"), "section must be the label"),
@@ -161,7 +163,7 @@ def appendix(tmp_path_factory):
 def test_a_claim_and_an_erratum_may_share_a_key(tmp_path):
     claims = write_ledgers(tmp_path / "claims", dict(emami="[claim.01-x]\nwhat = 'c'\npublished = '1'\nsection = 'sec-x'\n"
                                                          "[erratum.01-x]\nwhere = 'Sec. 2'\nstatement = 'a'\n"
-                                                         "correction = 'b'\nsection = 'sec-x'\n"))
+                                                         "correction = 'b'\nevidence = 'suspected'\nsection = 'sec-x'\n"))
     _chapter(tmp_path / "01_both.ipynb", 'fidelity.claim("01-x", book="2", verdict="differs")\n'
              'fidelity.erratum("01-x", check="c")', claims)
     nb = nbformat.read(tmp_path / "01_both.ipynb", as_version=4)
@@ -178,8 +180,8 @@ def test_collect_reads_every_record_in_order(appendix):
         ("emami", "01-a", "01_first"), ("sperduti", "01-b", "01_first"), ("zucchet", "01-c", "01_first"),
         ("emami", "01-d", "01_first"), ("emami", "01-slip", "01_first"), ("zucchet", "02-c", "02_second")]
     assert records[0]["book"] == "0.75" and records[3]["book"] == "1e-15" and records[3]["paper_scale"] == "2e-15"
-    assert fidelity.verdict_counts(records, "zucchet") == {"reproduced": 0, "partially reproduced": 1,
-                                                           "differs": 0, "not checked": 1}
+    assert fidelity.verdict_counts(records, "zucchet") == {"reproduced": 0, "depends on": 0, "partially reproduced": 1,
+                                                           "differs": 0, "not checked": 1, "by construction": 0}
 
 
 def test_a_key_recorded_in_two_chapters_is_an_error(appendix, tmp_path):
@@ -195,21 +197,22 @@ def test_the_appendix_shows_exactly_the_chapters_records(appendix):
     records = fidelity.collect(sorted(folder.glob(CHAPTERS)))
     assert fidelity.appendix_disagreements(out, records) == []
     rows = [tuple(r) for t in fidelity.shown_tables(out) for r in t["rows"]]
-    assert ("claim $b$", "exact", "1e-15", "2e-15", "reproduced", "{ref}`sec-b`") in rows
-    assert ("the gap shrinks", "0.0947 (Table 1)", "0.1", "—", "reproduced", "{ref}`sec-x`") in rows   # ledger words
-    assert ("a claim worded by the chapter", "0.125", "0.1", "—", "**differs**", "{ref}`sec-x`") in rows
-    assert any(r[0] == "Emami" and r[1] == "Sec. 2" for r in rows) and any("**not checked**" in r for r in rows)
+    assert ("claim $b$ ({ref}`sec-b`)", "exact", "1e-15; stored paper-scale run: 2e-15", "reproduced") in rows
+    assert ("the gap shrinks ({ref}`sec-x`)", "0.0947 (Table 1)", "0.1", "reproduced") in rows   # ledger words
+    assert ("a claim worded by the chapter ({ref}`sec-x`)", "0.125", "0.1", "**differs**") in rows
+    assert any(r[0].startswith("Emami, Sec. 2 ({ref}`sec-b`)") for r in rows) and any("**not checked**" in r for r in rows)
+    assert fidelity.paper_summary(records, "emami") in fidelity._markdown_outputs(out)
 
 
 def test_the_appendix_tables_are_rendered_from_data_with_links_to_the_sections(appendix):
-    """Each claims and errata table is one HTML table (lib.book.tables) whose "shown in" cells
+    """Each claims and errata table is one HTML table (lib.book.tables) whose section references
     are cross-references the book's Sphinx extension resolves, and whose cells hold their text."""
     import nbformat
 
     _, out = appendix
     html = [o["data"]["text/html"] for c in nbformat.read(out, as_version=4).cells if c.cell_type == "code"
             for o in c.get("outputs", []) if "text/html" in o.get("data", {})]
-    assert len(html) == 5                              # three papers, the errata, the counts
+    assert len(html) == 6                              # three papers, two classes of errata, the counts
     assert all(h.count("<table") == 1 and 'class="rnnbook-table' in h for h in html)
     assert '<a class="rnnbook-xref" data-role="ref" data-target="sec-b"' in html[0]
     assert not any("{ref}" in h or "| " in h.split("<tbody>")[0] for h in html)
@@ -223,13 +226,13 @@ def test_a_changed_chapter_value_or_a_typed_appendix_row_is_caught(appendix, tmp
     assert any("claims table of emami" in p for p in fidelity.appendix_disagreements(out, changed))
     changed = [dict(r) for r in records]
     changed[4]["check"] = "z = 124"                      # an erratum's check changed
-    assert any("errata table" in p for p in fidelity.appendix_disagreements(out, changed))
+    assert any("table of demonstrated errata" in p for p in fidelity.appendix_disagreements(out, changed))
     nb = json.loads(out.read_text())                     # a row typed into the appendix
     for cell in nb["cells"]:
         for o in cell.get("outputs", []):
             meta = o.get("metadata", {})
             if fidelity.MIME in meta and meta[fidelity.MIME]["header"] == fidelity.CLAIMS_HEADER:
-                meta[fidelity.MIME]["rows"].append(["typed", "1", "1", "—", "reproduced", "{ref}`sec-z`"])
+                meta[fidelity.MIME]["rows"].append(["typed ({ref}`sec-z`)", "1", "1", "reproduced"])
                 break
     typed = tmp_path / "97_typed.ipynb"
     typed.write_text(json.dumps(nb))
@@ -255,7 +258,7 @@ def test_not_checked_is_a_claim_without_a_book_value(ledger, monkeypatch):
     fidelity.not_checked("04-gap", scale="paper")
     assert recorded == [dict(kind="claim", paper="emami", key="04-gap", what="the gap shrinks",
                              published="0.0947 (Table 1)", book=fidelity.NO_ARTEFACT, paper_scale=None,
-                             verdict="not checked", section="sec-x", scale="paper")]
+                             verdict="not checked", section="sec-x", scale="paper", sweep=None, wrong=None)]
 
 
 def test_unrecorded_names_the_ledger_entries_no_chapter_records(ledger):
@@ -264,3 +267,131 @@ def test_unrecorded_names_the_ledger_entries_no_chapter_records(ledger):
     assert fidelity.unrecorded(records) == ["claim emami:04-bare", "claim emami:04-nosection"]
     assert fidelity.unrecorded(records[1:-1]) == ["claim emami:04-gap", "claim emami:04-bare",
                                                   "claim emami:04-nosection", "erratum emami:01-slip"]
+
+
+# ----------------------------------------------------------------------------- verdicts over choices
+
+def test_a_sweep_gives_reproduced_depends_on_or_differs():
+    budget = fidelity.sweep("the training budget", {"10 epochs": False, "100 epochs": True, "1000 epochs": True})
+    assert budget.status == "mixed" and budget.holds == ["100 epochs", "1000 epochs"] and budget.fails == ["10 epochs"]
+    assert fidelity.verdict_over(budget) == "depends on the training budget"
+    assert budget.text() == "over the training budget: holds at 100 epochs, 1000 epochs; fails at 10 epochs"
+    start = fidelity.sweep("the start", {"0": True, "L0": False})
+    assert fidelity.verdict_over(budget, start, True) == "depends on the training budget and the start"
+    always = fidelity.sweep("the code", [("random", True), ("balanced", True), ("skipped", None)])
+    never = fidelity.sweep("the split", {"fold 0": False, "fold 1": False})
+    assert always.outcomes == (("random", True), ("balanced", True))       # None: not computed, left out
+    assert fidelity.verdict_over(always) == "reproduced"
+    assert fidelity.verdict_over(never) == "differs"
+    assert fidelity.verdict_over(always, never) == "partially reproduced"   # e.g. book scale holds, paper scale fails
+    assert fidelity.verdict_over(always, None, False) == "partially reproduced"
+    assert fidelity.sweep("the code", {"a": True}, at="stored run").text() == \
+        "over the code (stored run): holds at every setting tried (a)"
+    with pytest.raises(ValueError, match="at least one sweep or check"):
+        fidelity.verdict_over(None)
+    with pytest.raises(ValueError, match="at least one setting that was computed"):
+        fidelity.sweep("the code", {"random": None})
+    with pytest.raises(ValueError, match="may not contain"):
+        fidelity.sweep("the budget", {"10, 30 epochs": True})
+    with pytest.raises(ValueError, match="choice must name"):
+        fidelity.sweep("", {"a": True})
+
+
+def test_verdict_class_groups_every_choice_under_depends_on():
+    assert fidelity.verdict_class("depends on the amino-acid code") == "depends on"
+    assert fidelity.verdict_class("by construction") == "by construction"
+    for bad in ("depends on", "depends on ", "fine", None):
+        with pytest.raises(ValueError, match="verdict must be one of"):
+            fidelity.verdict_class(bad)
+
+
+def test_a_verdict_must_agree_with_its_sweeps(ledger):
+    mixed = fidelity.sweep("the budget", {"10": False, "100": True})
+    holds = fidelity.sweep("the code", {"a": True, "b": True})
+    r = fidelity.claim_record("04-gap", book="0.1", verdict="depends on the budget", sweeps=[mixed, holds])
+    assert r["sweep"] == ("over the budget: holds at 100; fails at 10; "
+                          "over the code: holds at every setting tried (a, b)")
+    with pytest.raises(ValueError, match="the verdict is 'depends on the budget', not 'reproduced'"):
+        fidelity.claim_record("04-gap", book="0.1", verdict="reproduced", sweeps=[mixed])
+    with pytest.raises(ValueError, match="needs a sweep over that choice"):
+        fidelity.claim_record("04-gap", book="0.1", verdict="depends on the code", sweeps=[holds])
+    with pytest.raises(ValueError, match="'differs' with a sweep that holds"):
+        fidelity.claim_record("04-gap", book="0.1", verdict="differs", sweeps=[holds])
+    with pytest.raises(TypeError, match="fidelity.sweep"):
+        fidelity.claim_record("04-gap", book="0.1", verdict="reproduced", sweeps=[("a", True)])
+    with pytest.raises(ValueError, match="no sweep and no wrong value"):
+        fidelity.claim_record("04-gap", book="0.1", verdict="by construction", sweeps=[holds])
+
+
+def test_a_check_that_holds_on_a_plausible_wrong_value_is_refused(ledger):
+    r = fidelity.claim_record("04-gap", book="1655", verdict="reproduced", wrong=("1,800", False))
+    assert r["wrong"] == "fails on 1,800"
+    with pytest.raises(ValueError, match="also holds on the plausible wrong value 1,656"):
+        fidelity.claim_record("04-gap", book="1655", verdict="reproduced", wrong=("1,656", True))
+    with pytest.raises(TypeError, match="wrong must be"):
+        fidelity.claim_record("04-gap", book="1655", verdict="reproduced", wrong="1,800")
+
+
+def test_by_construction_is_listed_but_not_counted(ledger, monkeypatch):
+    recorded = []
+    monkeypatch.setattr(fidelity, "_glue", recorded.append)
+    fidelity.by_construction("04-gap", book="the window is 159 long: any non-zero weights span it")
+    fidelity.claim("04-bare", what="w", published="p", book="2", verdict="depends on the budget",
+                   sweeps=[fidelity.sweep("the budget", {"10": True, "100": False})])
+    assert recorded[0]["verdict"] == "by construction"
+    counts = fidelity.verdict_counts([dict(r, docname="04") for r in recorded], "emami")
+    assert counts["by construction"] == 1 and counts["depends on"] == 1
+    summary = fidelity.paper_summary(recorded, "emami")
+    assert summary.startswith("The book tests 1 claims of Emami")
+    assert "1 hold by the book's own construction" in summary and "w (the budget, {ref}`sec-x`)" in summary
+
+
+def test_the_one_rule_for_a_match():
+    assert fidelity.match_ratio(0.2, 0.1) == pytest.approx(1.0)             # two standard deviations
+    assert fidelity.match_ratio(-0.1, 0.1) == pytest.approx(0.5)
+    assert fidelity.match_ratio(0.2, 0.1, n_rep=4) == pytest.approx(1 / (1.25 ** 0.5))
+    ratios = fidelity.match_ratio(np.array([0.0, 0.3]), np.array([0.1, 0.1]))
+    assert ratios.tolist() == pytest.approx([0.0, 1.5])
+    for bad in (0.0, -1.0, float("nan")):
+        with pytest.raises(ValueError, match="spread must be positive"):
+            fidelity.match_ratio(0.1, bad)
+    with pytest.raises(ValueError, match="n_rep must be an int >= 2"):
+        fidelity.match_ratio(0.1, 0.1, n_rep=1)
+
+
+def test_an_erratum_needs_its_evidence(tmp_path):
+    text = "[erratum.07-x]\nwhere = 'Sec. 2'\nstatement = 'a'\ncorrection = 'b'\nsection = 'sec-x'\n"
+    folder = write_ledgers(tmp_path / "claims", dict(sperduti=text))
+    with pytest.raises(ValueError, match="needs evidence = 'demonstrated'"):
+        fidelity.ledger(folder)
+    folder = write_ledgers(tmp_path / "claims2", dict(sperduti=text.replace("section", "evidence = 'suspected'\nsection")))
+    r = fidelity.erratum_record("07-x", check="c", ledger_folder=folder)
+    assert r["evidence"] == "suspected"
+    records = [r, fidelity.erratum_record("01-slip", check="z", ledger_folder=folder)]
+    assert [r[0] for r in fidelity.errata_table(records, "suspected")[1]] == ["Sperduti, Sec. 2 ({ref}`sec-x`)"]
+    assert not any("Sperduti" in r[0] for r in fidelity.errata_table(records, "demonstrated")[1])
+    with pytest.raises(ValueError, match="evidence must be one of"):
+        fidelity.errata_table(records, "likely")
+
+
+def test_a_summary_may_quote_only_numbers_its_chapter_computed():
+    outputs = "gap 0.112 (tol. 0.390); 24 initialisations of widths 10, 40, 200 and 1000\n{\"k\": 1602}"
+    prose = ("At width 1,000 the gap is 0.112 over 24 initialisations (Fig. 4, Table 1, eq. (21), Section 5.1); "
+             "{glue:text}`s1_minutes` minutes; `make paper EXP=ch04`; the smallest k is 1602.")
+    assert fidelity.numbers_not_in_outputs(prose, outputs) == []
+    assert fidelity.numbers_not_in_outputs("the gap is 0.11 and k = 1108", outputs) == ["0.11", "1108"]
+    assert fidelity.numbers_not_in_outputs("$3.7\\times10^{-4}$, from (30) and (35)", "loss 3.7e-04, 10 and 4") == []
+
+
+def test_a_notebook_summary_and_its_outputs_are_read(tmp_path):
+    nb = nbformat.v4.new_notebook()
+    out = nbformat.v4.new_output("display_data", data={"text/markdown": "gap 0.112", "text/plain": "<md>"})
+    code = nbformat.v4.new_code_cell("x")
+    code.outputs = [out, nbformat.v4.new_output("stream", name="stdout", text="k = 1602\n")]
+    nb.cells = [nbformat.v4.new_markdown_cell("# Title"), code, nbformat.v4.new_markdown_cell("## Summary\n\n- gap 0.112"),
+                nbformat.v4.new_markdown_cell("- and k = 1108"), nbformat.v4.new_markdown_cell("## After\n\nno 77")]
+    path = tmp_path / "01_x.ipynb"
+    nbformat.write(nb, path)
+    assert fidelity.notebook_summary(path) == "\n- gap 0.112\n- and k = 1108"
+    assert "gap 0.112" in fidelity.notebook_outputs(path) and "k = 1602" in fidelity.notebook_outputs(path)
+    assert fidelity.numbers_not_in_outputs(fidelity.notebook_summary(path), fidelity.notebook_outputs(path)) == ["1108"]

@@ -9,6 +9,14 @@ from lib import protein
 from lib.data import ProteinSet
 
 
+def test_a_balanced_code_has_ten_of_each_sign_in_every_component():
+    C = protein.amino_code(balanced=True, seed=3)
+    assert C.shape == (20, 12) and bool((C.sum(0) == 0).all()) and int(torch.linalg.matrix_rank(C)) == 12
+    assert len({tuple(r) for r in C.tolist()}) == 20
+    assert torch.equal(C, protein.amino_code(balanced=True, seed=3))
+    assert not torch.equal(C, protein.amino_code(seed=3))
+
+
 def test_amino_code_properties_and_determinism():
     C = protein.amino_code()
     assert C.shape == (20, 12) and set(C.unique().tolist()) == {-1.0, 1.0}

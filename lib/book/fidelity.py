@@ -4,16 +4,29 @@ The words of every claim of a paper that the book checks -- a theorem, a figure,
 a number the paper states -- and of every slip it finds stand in the paper's ledger,
 ``book/claims/PAPER.toml`` (:func:`ledger`): a table ``[claim.KEY]`` with ``what`` (the claim in
 the book's words), ``published`` (the paper's value) and ``section`` (the label of the section
-that shows the check), or ``[erratum.KEY]`` with ``where``, ``statement``, ``correction`` and
-``section``.  A chapter records, where it makes the check, what it computed: :func:`claim` with
-the key, its value and the verdict, :func:`erratum` with the key and the check.  A field that
-formats a number the chapter holds (a published value kept in the chapter's ``PAPER``) is passed
-by the chapter instead and left out of the ledger; each field has exactly one home, and a field
-given twice or nowhere is an error.  Both store the completed record in the executed notebook
-with myst-nb's ``glue`` (no visible output).  The fidelity appendix (``book/97_fidelity``) reads
-the records back with :func:`collect`, shows them with :func:`claims_table` and
-:func:`errata_table` (rendered by :func:`lib.book.notebook.table`), and requires that every ledger entry is recorded (:func:`unrecorded`); a
+that shows the check), or ``[erratum.KEY]`` with ``where``, ``statement``, ``correction``,
+``evidence`` ("demonstrated": the book computes the contradiction; "suspected": an inference
+from missing or inconsistent information) and ``section``.  A chapter records, where it makes
+the check, what it computed: :func:`claim` with the key, its value and the verdict,
+:func:`erratum` with the key and the check.  A field that formats a number the chapter holds (a
+published value kept in the chapter's ``PAPER``) is passed by the chapter instead and left out of
+the ledger; each field has exactly one home, and a field given twice or nowhere is an error.
+Both store the completed record in the executed notebook with myst-nb's ``glue`` (no visible
+output).  The fidelity appendix (``book/97_fidelity``) reads the records back with
+:func:`collect`, shows them with :func:`claims_table` and :func:`errata_table` (rendered by
+:func:`lib.book.notebook.table`) and :func:`paper_summary`, and requires that every ledger entry is recorded (:func:`unrecorded`); a
 test compares the appendix with the chapters' records.
+
+Verdicts that survive their choices.  Where a paper leaves a choice open (a training budget, an
+initialisation, an input code, a data split), the chapter evaluates the claim over the plausible
+range of that choice, argued in its text before the numbers are seen, and passes the outcome as
+a :func:`sweep`; :func:`verdict_over` turns sweeps (and single checks) into the verdict: *reproduced*
+(holds over the whole range), *depends on <choice>* (holds for some settings only; the record
+shows where it flips) or *differs*.  A check that would pass whatever the paper said is not a
+reproduction: a chapter passes the check's outcome on a plausible wrong value (``wrong=``), and
+a record whose check passes on it is refused; a statement that holds by the book's own
+construction is recorded with :func:`by_construction`, listed but not counted.  One rule
+decides whether two numbers *match* across the book: :func:`match_ratio`.
 
 A record's values are strings formatted by the chapter (``f"{gap:.3f}"``) or plain numbers
 (formatted with 4 significant digits); MyST math (``$\\eta^*$``) is allowed in every text field.
@@ -23,27 +36,38 @@ build.
 from __future__ import annotations
 
 import json
+import math
 import re
+from dataclasses import dataclass
 from numbers import Real
 from pathlib import Path
+
+import numpy as np
 
 from .notebook import check_scale
 from .tables import MIME, inline_html
 
-__all__ = ["PAPERS", "VERDICTS", "LEDGER", "ledger", "claim", "claim_record", "not_checked", "verdict_of", "erratum",
-           "erratum_record", "unrecorded", "collect", "claims_table", "errata_table", "verdict_counts",
-           "shown_tables", "appendix_disagreements"]
+__all__ = ["PAPERS", "VERDICTS", "COUNTED", "EVIDENCE", "MATCH_SD", "LEDGER", "ledger", "claim", "claim_record",
+           "not_checked", "by_construction", "verdict_of", "verdict_over", "verdict_class", "sweep", "Sweep",
+           "match_ratio", "erratum", "erratum_record", "unrecorded", "collect", "claims_table", "errata_table",
+           "verdict_counts", "paper_summary", "appendix_disagreements", "numbers_not_in_outputs", "notebook_summary",
+           "notebook_outputs", "shown_tables", "CLAIMS_HEADER", "ERRATA_HEADER"]
 
 PAPERS = {
     "emami": "Emami et al. (2021), *Implicit bias of linear RNNs*",
     "sperduti": "Sperduti (2015), *Equivalence results between feedforward and recurrent neural networks for sequences*",
     "zucchet": "Zucchet et al. (2023), *Gated recurrent neural networks discover attention*",
 }
-VERDICTS = ("reproduced", "partially reproduced", "differs", "not checked")
+# "depends on" is written with its choice: "depends on the training budget"
+VERDICTS = ("reproduced", "depends on", "partially reproduced", "differs", "not checked", "by construction")
+COUNTED = ("reproduced", "depends on", "partially reproduced", "differs")   # the verdicts of a test of the paper
+EVIDENCE = ("demonstrated", "suspected")
+MATCH_SD = 2.0
 GLUE_PREFIX = "fidelity-"
 _KEY = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")
 _LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_:.-]*$")
 NO_ARTEFACT = "—"
+DEPENDS = "depends on "
 
 
 class _Record:
@@ -85,18 +109,142 @@ def _glue(data: dict) -> None:
     glue(f"{GLUE_PREFIX}{data['kind']}-{data['paper']}-{data['key']}", _Record(data), display=False)
 
 
+# ----------------------------------------------------------------------------- one rule for "match"
+
+def match_ratio(difference, spread, n_rep: int | None = None):
+    """The book's one rule for "these two numbers match": their ``difference`` in units of
+    :data:`MATCH_SD` standard deviations of the ``spread`` that the experiment's own repetitions
+    show (the random draws the paper leaves open: initialisation, data, split), so that a ratio
+    of at most 1 is a match.  A difference that small cannot be told apart from re-running the
+    experiment.  Comparing one published value with the mean of ``n_rep`` repetitions, the
+    spread of one repetition about that mean is ``spread * sqrt(1 + 1/n_rep)``.
+
+    ``difference`` and ``spread`` are numbers or arrays (broadcast; the spread must be positive);
+    returns ``|difference| / (MATCH_SD * spread * sqrt(1 + 1/n_rep))`` of the same shape (a float
+    for numbers).  Used by Chapters 4-6 for every "match" they record."""
+    d = np.abs(np.asarray(difference, dtype=float))
+    s = np.asarray(spread, dtype=float)
+    if not np.all(np.isfinite(s)) or np.any(s <= 0):
+        raise ValueError(f"spread must be positive and finite, got {spread!r}")
+    if n_rep is not None:
+        if isinstance(n_rep, bool) or not isinstance(n_rep, (int, np.integer)) or n_rep < 2:
+            raise ValueError(f"n_rep must be an int >= 2 (a spread needs two repetitions), got {n_rep!r}")
+        s = s * math.sqrt(1 + 1 / n_rep)
+    r = d / (MATCH_SD * s)
+    return float(r) if r.ndim == 0 else r
+
+
+# ----------------------------------------------------------------------------- sweeps and verdicts
+
+@dataclass(frozen=True)
+class Sweep:
+    """A claim evaluated over the plausible range of one choice the paper leaves open: ``choice``
+    names it ("the training budget"), ``outcomes`` pairs each setting (as the page writes it)
+    with whether the claim holds there, in the order of the range."""
+
+    choice: str
+    outcomes: tuple[tuple[str, bool], ...]
+    at: str | None = None        # where it was evaluated, e.g. "stored paper-scale run"
+
+    @property
+    def holds(self) -> list[str]:
+        return [s for s, ok in self.outcomes if ok]
+
+    @property
+    def fails(self) -> list[str]:
+        return [s for s, ok in self.outcomes if not ok]
+
+    @property
+    def status(self) -> str:
+        """"holds" (at every setting), "fails" (at every setting) or "mixed"."""
+        return "holds" if not self.fails else ("fails" if not self.holds else "mixed")
+
+    def text(self) -> str:
+        """How the page and the appendix write the sweep: the range and where the claim flips."""
+        head = f"over {self.choice}" + (f" ({self.at})" if self.at else "")
+        if self.status == "holds":
+            return f"{head}: holds at every setting tried ({', '.join(self.holds)})"
+        if self.status == "fails":
+            return f"{head}: fails at every setting tried ({', '.join(self.fails)})"
+        return f"{head}: holds at {', '.join(self.holds)}; fails at {', '.join(self.fails)}"
+
+
+def sweep(choice: str, outcomes, at: str | None = None) -> Sweep:
+    """The outcome of a claim over the plausible range of ``choice`` (argued in the chapter's text
+    before the numbers are seen): ``outcomes`` maps each setting's label to whether the claim
+    holds there (anything with a truth value; ``None``, a setting that was not computed, is left
+    out).  At least one setting must have been computed.  ``at`` says where the sweep was
+    evaluated when a record has more than one over the same choice ("stored paper-scale run")."""
+    if not isinstance(choice, str) or not choice.strip() or choice != _text("choice", choice):
+        raise ValueError(f"choice must name what the paper leaves open, e.g. 'the training budget', got {choice!r}")
+    items = list(outcomes.items()) if isinstance(outcomes, dict) else list(outcomes)
+    pairs = []
+    for setting, ok in items:
+        if ok is None:
+            continue
+        label = _text("a setting", setting)
+        if "; " in label or ", " in label:
+            raise ValueError(f"a setting's label may not contain ', ' or '; ' (it is listed with them), got {label!r}")
+        pairs.append((label, bool(ok)))
+    if not pairs:
+        raise ValueError(f"a sweep over {choice} needs at least one setting that was computed")
+    return Sweep(choice, tuple(pairs), None if at is None else _text("at", at))
+
+
+def verdict_over(*checks) -> str:
+    """The verdict of a claim from its sweeps (:func:`sweep`) and single checks (truth values;
+    ``None``, a check that did not run, is left out): "depends on <choice>" when some sweep holds
+    at some of its settings only (the choices of every such sweep, joined by "and"); otherwise
+    "reproduced" when everything holds, "differs" when nothing does and "partially reproduced"
+    in between (e.g. the book scale holds and the paper scale does not)."""
+    ran = [c for c in checks if c is not None]
+    if not ran:
+        raise ValueError("verdict_over needs at least one sweep or check that ran")
+    mixed = [c.choice for c in ran if isinstance(c, Sweep) and c.status == "mixed"]
+    if mixed:
+        return DEPENDS + " and ".join(dict.fromkeys(mixed))
+    ok = [c.status == "holds" if isinstance(c, Sweep) else bool(c) for c in ran]
+    return "reproduced" if all(ok) else ("partially reproduced" if any(ok) else "differs")
+
+
+def verdict_of(*checks) -> str:
+    """The verdict a chapter's checks give a claim: "reproduced" when every check holds,
+    "partially reproduced" when some do, "differs" when none does.
+
+    A check is anything with a truth value; ``None`` marks a check that did not run (the
+    paper-scale one when no stored run is read) and is left out. At least one check must have run.
+    (:func:`verdict_over` does the same with sweeps over the choices a paper leaves open.)
+    """
+    ran = [bool(c) for c in checks if c is not None]
+    if not ran:
+        raise ValueError("verdict_of needs at least one check that ran (every check given was None)")
+    return "reproduced" if all(ran) else ("partially reproduced" if any(ran) else "differs")
+
+
+def verdict_class(verdict: str) -> str:
+    """The entry of :data:`VERDICTS` a record's verdict belongs to ("depends on the code" ->
+    "depends on"); a ValueError for anything else."""
+    if isinstance(verdict, str) and verdict.startswith(DEPENDS) and verdict[len(DEPENDS):].strip():
+        return "depends on"
+    if verdict in VERDICTS and verdict != "depends on":
+        return verdict
+    raise ValueError(f"verdict must be one of {', '.join(repr(v) for v in VERDICTS if v != 'depends on')} "
+                     f"or 'depends on <the choice>', got {verdict!r}")
+
+
 # The ledgers: one TOML file a paper (book/claims/PAPER.toml), a table [claim.KEY] or
 # [erratum.KEY] an entry, holding the words of each record; the chapters supply the numbers.
 LEDGER = Path(__file__).resolve().parents[2] / "book" / "claims"
 TEXT_FIELDS = {"claim": ("what", "published", "section"),
-               "erratum": ("where", "statement", "correction", "section")}
+               "erratum": ("where", "statement", "correction", "evidence", "section")}
 
 
 def ledger(folder=None) -> dict:
     """``{(kind, key): (paper, entry)}`` for every entry of the ledgers in ``folder`` (default
     :data:`LEDGER`), in the files' order: ``kind`` is "claim" or "erratum", ``entry`` the words the
     ledger gives (a subset of :data:`TEXT_FIELDS`). The fidelity appendix (Appendix
-    "app-fidelity") lists them; a field outside :data:`TEXT_FIELDS` or a key in two ledgers is an error."""
+    "app-fidelity") lists them; a field outside :data:`TEXT_FIELDS`, a key in two ledgers or an
+    erratum whose ``evidence`` is not one of :data:`EVIDENCE` is an error."""
     import tomllib
 
     folder = Path(LEDGER if folder is None else folder)
@@ -116,6 +264,9 @@ def ledger(folder=None) -> dict:
                 if extra:
                     raise ValueError(f"{path}: [{kind}.{key}] may give only {', '.join(TEXT_FIELDS[kind])}, "
                                      f"got {sorted(extra)}")
+                if kind == "erratum" and entry.get("evidence") not in EVIDENCE:
+                    raise ValueError(f"{path}: [erratum.{key}] needs evidence = 'demonstrated' (the book computes the "
+                                     f"contradiction) or 'suspected' (an inference), got {entry.get('evidence')!r}")
                 if (kind, key) in entries:
                     raise ValueError(f"{kind} {key!r} stands in two ledgers: {where[kind, key]} and {path.name}")
                 entries[kind, key], where[kind, key] = (paper, entry), path.name
@@ -135,18 +286,18 @@ def _words(kind: str, key: str, given: dict, folder=None) -> tuple[str, dict]:
     paper, entry = entries[kind, key]
     words = {}
     for field in TEXT_FIELDS[kind]:
-        if field in entry and given[field] is not None:
+        if field in entry and given.get(field) is not None:
             raise ValueError(f"{kind} {key}: {field} is given both by the ledger {paper}.toml and by the "
                              f"chapter; give it in one place")
-        if field not in entry and given[field] is None:
+        if field not in entry and given.get(field) is None:
             raise ValueError(f"{kind} {key}: {field} is missing: give it in [{kind}.{key}] of {paper}.toml "
                              f"or as the argument {field}=")
         words[field] = entry[field] if field in entry else given[field]
     return paper, words
 
 
-def claim(key: str, *, book, verdict: str, scale: str = "book", paper_scale=None, what=None,
-          published=None, section=None) -> None:
+def claim(key: str, *, book, verdict: str, scale: str = "book", paper_scale=None, sweeps=(), wrong=None,
+          what=None, published=None, section=None) -> None:
     """Record one quantitative claim of a paper and what the chapter found.
 
     The ledger entry ``[claim.KEY]`` of the paper (see :func:`ledger`) gives the claim's words:
@@ -154,25 +305,19 @@ def claim(key: str, *, book, verdict: str, scale: str = "book", paper_scale=None
     and ``section`` (the label of the section that shows the check); a chapter passes one of them
     instead only where it formats a number it holds. ``book`` is the chapter's value at the scale
     it was executed at (``scale``), ``paper_scale`` the value computed from a stored paper-scale
-    artefact (None: there is none), ``verdict`` one of :data:`VERDICTS`, computed by the chapter
-    from its own outputs. Nothing is displayed (the record is glued); :func:`collect` reads it back
-    for the fidelity appendix (Appendix "app-fidelity").
+    artefact (None: there is none), ``verdict`` one of :data:`VERDICTS` ("depends on <choice>"
+    for the second), computed by the chapter from its own outputs (:func:`verdict_over`).
+
+    ``sweeps``: the claim's :class:`Sweep` over each choice the paper leaves open (shown with the
+    record; a verdict must agree with them: "depends on X" needs a sweep over X that flips, and a
+    sweep that flips needs that verdict). ``wrong``: ``(value, holds)``, the check's outcome on a
+    plausible wrong value of what the paper states (``value`` as the page writes it); a check
+    that holds on it could not tell the paper from the wrong value and is refused. Nothing is
+    displayed (the record is glued); :func:`collect` reads it back for the fidelity appendix
+    (Appendix "app-fidelity").
     """
-    _glue(claim_record(key, book=book, verdict=verdict, scale=scale, paper_scale=paper_scale, what=what,
-                       published=published, section=section))
-
-
-def verdict_of(*checks) -> str:
-    """The verdict a chapter's checks give a claim: "reproduced" when every check holds,
-    "partially reproduced" when some do, "differs" when none does.
-
-    A check is anything with a truth value; ``None`` marks a check that did not run (the
-    paper-scale one when no stored run is read) and is left out. At least one check must have run.
-    """
-    ran = [bool(c) for c in checks if c is not None]
-    if not ran:
-        raise ValueError("verdict_of needs at least one check that ran (every check given was None)")
-    return "reproduced" if all(ran) else ("partially reproduced" if any(ran) else "differs")
+    _glue(claim_record(key, book=book, verdict=verdict, scale=scale, paper_scale=paper_scale, sweeps=sweeps,
+                       wrong=wrong, what=what, published=published, section=section))
 
 
 def not_checked(key: str, *, scale: str = "book", what=None, published=None, section=None) -> None:
@@ -183,20 +328,61 @@ def not_checked(key: str, *, scale: str = "book", what=None, published=None, sec
           section=section)
 
 
-def claim_record(key: str, *, book, verdict: str, scale: str = "book", paper_scale=None, what=None,
-                 published=None, section=None, ledger_folder=None) -> dict:
+def by_construction(key: str, *, book, scale: str = "book", what=None, published=None, section=None) -> None:
+    """Record a statement of the paper that holds by the book's own construction -- a property of
+    its input code, of the data it generated, of a window it chose -- so that checking it could
+    not fail whatever the paper said: :func:`claim` with the verdict "by construction", listed
+    in the appendix and left out of its counts. ``book`` says why it cannot fail."""
+    claim(key, book=book, verdict="by construction", scale=scale, what=what, published=published, section=section)
+
+
+def _check_sweeps(key: str, verdict: str, sweeps) -> list[Sweep]:
+    sweeps = list(sweeps)
+    if any(not isinstance(s, Sweep) for s in sweeps):
+        raise TypeError(f"claim {key}: sweeps must be made by fidelity.sweep(choice, outcomes)")
+    mixed = [s.choice for s in sweeps if s.status == "mixed"]
+    if verdict.startswith(DEPENDS):
+        named = verdict[len(DEPENDS):]
+        if not mixed or named != " and ".join(dict.fromkeys(mixed)):
+            raise ValueError(f"claim {key}: the verdict {verdict!r} needs a sweep over that choice that holds at some "
+                             f"settings only; the sweeps that flip: {mixed or 'none'}")
+    elif mixed:
+        raise ValueError(f"claim {key}: the sweep over {', '.join(mixed)} holds at some settings only, so the verdict "
+                         f"is {DEPENDS + ' and '.join(dict.fromkeys(mixed))!r}, not {verdict!r} (fidelity.verdict_over)")
+    elif verdict == "reproduced" and any(s.status == "fails" for s in sweeps):
+        raise ValueError(f"claim {key}: 'reproduced' with a sweep that fails at every setting")
+    elif verdict == "differs" and any(s.status == "holds" for s in sweeps):
+        raise ValueError(f"claim {key}: 'differs' with a sweep that holds at every setting")
+    return sweeps
+
+
+def claim_record(key: str, *, book, verdict: str, scale: str = "book", paper_scale=None, sweeps=(), wrong=None,
+                 what=None, published=None, section=None, ledger_folder=None) -> dict:
     """The validated record that :func:`claim` glues (its values formatted as the appendix shows
     them, its words completed from the ledger in ``ledger_folder``, default :data:`LEDGER`)."""
-    if verdict not in VERDICTS:
-        raise ValueError(f"verdict must be one of {', '.join(repr(v) for v in VERDICTS)}, got {verdict!r}")
+    cls = verdict_class(verdict)
     check_scale(scale)
     paper, words = _words("claim", key, dict(what=what, published=published, section=section), ledger_folder)
     _check_section(words["section"])
+    sweeps = _check_sweeps(key, verdict, sweeps)
+    if cls in ("not checked", "by construction") and (sweeps or wrong is not None):
+        raise ValueError(f"claim {key}: a claim that is {cls!r} is not tested, so it has no sweep and no wrong value")
+    wrong_text = None
+    if wrong is not None:
+        if not (isinstance(wrong, tuple) and len(wrong) == 2):
+            raise TypeError(f"claim {key}: wrong must be (value as the page writes it, outcome of the check on it)")
+        value, holds = wrong
+        value = _text("the wrong value", value)
+        if bool(holds):
+            raise ValueError(f"claim {key}: the check also holds on the plausible wrong value {value}: it cannot tell "
+                             f"what the paper says from a wrong statement, so it is no test of the paper")
+        wrong_text = f"fails on {value}"
     data = dict(kind="claim", paper=paper, key=key, what=_text("what", words["what"]),
                 published=_text("published", words["published"]), book=_text("book", book),
                 paper_scale=_text("paper_scale", paper_scale, allow_none=True),
-                verdict=verdict, section=words["section"], scale=scale)
-    if verdict == "not checked" and data["book"] != NO_ARTEFACT:
+                verdict=verdict, section=words["section"], scale=scale,
+                sweep=_text("sweep", "; ".join(s.text() for s in sweeps)) if sweeps else None, wrong=wrong_text)
+    if cls == "not checked" and data["book"] != NO_ARTEFACT:
         raise ValueError(f"a claim that is 'not checked' has no book value: pass book={NO_ARTEFACT!r}, "
                          f"got {data['book']!r}")
     return data
@@ -204,9 +390,10 @@ def claim_record(key: str, *, book, verdict: str, scale: str = "book", paper_sca
 
 def erratum(key: str, *, check: str, where=None, statement=None, correction=None, section=None) -> None:
     """Record a slip or gap in a paper: the ledger entry ``[erratum.KEY]`` gives ``where`` it is,
-    the paper's ``statement``, the ``correction`` and the ``section`` that shows it (a chapter
-    passes one of them instead only where it formats a number it holds); ``check`` is what the
-    chapter computed that shows the slip."""
+    the paper's ``statement``, the ``correction``, the ``evidence`` ("demonstrated" or
+    "suspected") and the ``section`` that shows it (a chapter passes one of the first four
+    instead only where it formats a number it holds); ``check`` is what the chapter computed
+    that shows (or, for a suspected slip, suggests) the slip."""
     _glue(erratum_record(key, check=check, where=where, statement=statement, correction=correction,
                          section=section))
 
@@ -220,7 +407,7 @@ def erratum_record(key: str, *, check: str, where=None, statement=None, correcti
     return dict(kind="erratum", paper=paper, key=key, where=_text("where", words["where"]),
                 statement=_text("statement", words["statement"]),
                 correction=_text("correction", words["correction"]), check=_text("check", check),
-                section=words["section"])
+                evidence=words["evidence"], section=words["section"])
 
 
 def unrecorded(records: list[dict], folder=None) -> list[str]:
@@ -252,40 +439,90 @@ def collect(notebooks) -> list[dict]:
                     raise ValueError(f"{data['kind']} {data['paper']}:{data['key']} is recorded twice: "
                                      f"in {seen[ident]} and in {path.stem}")
                 seen[ident] = path.stem
+                data.setdefault("sweep", None)
+                data.setdefault("wrong", None)
                 records.append(dict(data, docname=path.stem))
     return records
 
 
-CLAIMS_HEADER = ["claim", "paper", 'this book (`scale="book"`)', "paper-scale artefact", "verdict", "shown in"]
-ERRATA_HEADER = ["paper", "where", "the paper says", "correction", "the check", "shown in"]
+CLAIMS_HEADER = ["claim", "paper", "this book", "verdict"]
+ERRATA_HEADER = ["where", "the paper says", "correction", "the check"]
+
+
+def _claims(records, paper):
+    return [r for r in records if r["kind"] == "claim" and r["paper"] == paper]
 
 
 def claims_table(records: list[dict], paper: str) -> tuple[list[str], list[list[str]]]:
     """The table of ``paper``'s claims, in reading order: ``(header, rows)`` for
-    :func:`lib.book.notebook.table` (the "shown in" cell links the section with ``{ref}``)."""
+    :func:`lib.book.notebook.table`, four columns narrow enough for the content column: the claim
+    (with the section that shows the check), the paper's value, the book's (book scale; the stored
+    paper-scale run; the wrong value its check fails on) and the verdict (with the range of each
+    choice it was evaluated over, and where it flips)."""
     rows = []
-    for r in (r for r in records if r["kind"] == "claim" and r["paper"] == paper):
+    for r in _claims(records, paper):
         book = r["book"] if r["scale"] == "book" else f"{r['book']} (`scale=\"{r['scale']}\"`)"
-        rows.append([r["what"], r["published"], book, r["paper_scale"] or NO_ARTEFACT,
-                     f"**{r['verdict']}**" if r["verdict"] != "reproduced" else r["verdict"],
-                     f"{{ref}}`{r['section']}`"])
+        if r["paper_scale"]:
+            book += f"; stored paper-scale run: {r['paper_scale']}"
+        if r.get("wrong"):
+            book += f" (the check {r['wrong']})"
+        verdict = r["verdict"] if r["verdict"] == "reproduced" else f"**{r['verdict']}**"
+        if r.get("sweep"):
+            verdict += f" — {r['sweep']}"
+        rows.append([f"{r['what']} ({{ref}}`{r['section']}`)", r["published"], book, verdict])
     return list(CLAIMS_HEADER), rows
 
 
-def errata_table(records: list[dict]) -> tuple[list[str], list[list[str]]]:
-    """The table of every erratum, paper by paper: ``(header, rows)``."""
-    rows = [[paper.capitalize(), r["where"], r["statement"], r["correction"], r["check"], f"{{ref}}`{r['section']}`"]
-            for paper in PAPERS for r in records if r["kind"] == "erratum" and r["paper"] == paper]
+def errata_table(records: list[dict], evidence: str | None = None) -> tuple[list[str], list[list[str]]]:
+    """The table (``(header, rows)``) of the errata of one class of ``evidence`` ("demonstrated",
+    "suspected"; None: all), paper by paper, four columns: where (paper, place, the section that
+    shows it), what the paper says, the correction and the book's check."""
+    if evidence is not None and evidence not in EVIDENCE:
+        raise ValueError(f"evidence must be one of {EVIDENCE} or None, got {evidence!r}")
+    rows = [[f"{paper.capitalize()}, {r['where']} ({{ref}}`{r['section']}`)", r["statement"], r["correction"], r["check"]]
+            for paper in PAPERS for r in records
+            if r["kind"] == "erratum" and r["paper"] == paper and evidence in (None, r.get("evidence"))]
     return list(ERRATA_HEADER), rows
 
 
 def verdict_counts(records: list[dict], paper: str) -> dict:
-    """``{verdict: number of claims}`` for ``paper`` (every verdict present, zeros included)."""
+    """``{verdict: number of claims}`` for ``paper``, over :data:`VERDICTS` (zeros included;
+    every "depends on <choice>" counts as "depends on")."""
     counts = dict.fromkeys(VERDICTS, 0)
-    for r in records:
-        if r["kind"] == "claim" and r["paper"] == paper:
-            counts[r["verdict"]] += 1
+    for r in _claims(records, paper):
+        counts[verdict_class(r["verdict"])] += 1
     return counts
+
+
+def paper_summary(records: list[dict], paper: str) -> str:
+    """A short paragraph on ``paper``'s claims, from the records alone: how many the book tests
+    and how many reproduce, then the claims that depend on a choice the paper leaves open (with
+    the choice) and those that reproduce in part or differ, each with the section that shows it."""
+    rs = _claims(records, paper)
+    c = verdict_counts(records, paper)
+    tested = sum(c[v] for v in COUNTED)
+    head = (f"The book tests {tested} claims of {PAPERS[paper]}: {c['reproduced']} reproduce over every setting "
+            f"tried, {c['depends on']} depend on a choice the paper leaves open, {c['partially reproduced']} "
+            f"reproduce in part and {c['differs']} differ. {c['not checked']} more are stated but not checked, "
+            f"and {c['by construction']} hold by the book's own construction (listed, not counted).")
+    parts = [head]
+    for label, pick in (("Depends on a choice", lambda r: verdict_class(r["verdict"]) == "depends on"),
+                        ("Reproduces in part", lambda r: r["verdict"] == "partially reproduced"),
+                        ("Differs", lambda r: r["verdict"] == "differs")):
+        items = [r for r in rs if pick(r)]
+        if items:
+            parts.append(f"**{label}:** " + "; ".join(
+                f"{r['what']} ({r['verdict'][len(DEPENDS):]}, {{ref}}`{r['section']}`)" if r["verdict"].startswith(DEPENDS)
+                else f"{r['what']} ({{ref}}`{r['section']}`)" for r in items) + ".")
+    return "\n\n".join(parts)
+
+
+def _markdown_outputs(path) -> str:
+    import nbformat
+
+    nb = nbformat.read(Path(path), as_version=4)
+    return "\n".join(out["data"]["text/markdown"] for cell in nb.cells if cell.cell_type == "code"
+                     for out in cell.get("outputs", []) if "text/markdown" in out.get("data", {}))
 
 
 def shown_tables(path) -> list[dict]:
@@ -300,10 +537,11 @@ def shown_tables(path) -> list[dict]:
 
 def appendix_disagreements(appendix, records: list[dict]) -> list[str]:
     """What the executed appendix notebook ``appendix`` shows that differs from ``records`` (the
-    chapters' records, :func:`collect`): a paper's claims table or the errata table that is not
-    displayed exactly as the records give it, or a row of a claims or errata table of the
-    appendix that no record gives.  Empty when the appendix and the chapters agree."""
+    chapters' records, :func:`collect`): a paper's claims table or summary, or an errata table,
+    that is not displayed exactly as the records give it, or a row of the appendix that no record
+    gives.  Empty when the appendix and the chapters agree."""
     shown = shown_tables(appendix)
+    text = _markdown_outputs(appendix)
     problems = []
     expected = {"claims": set(), "errata": set()}
 
@@ -316,13 +554,79 @@ def appendix_disagreements(appendix, records: list[dict]) -> list[str]:
         expected["claims"].update(map(tuple, table[1]))
         if not displayed(table):
             problems.append(f"the claims table of {paper} differs from the chapters' records")
-    table = errata_table(records)
-    expected["errata"].update(map(tuple, table[1]))
-    if not displayed(table):
-        problems.append("the errata table differs from the chapters' records")
+        if paper_summary(records, paper) not in text:
+            problems.append(f"the summary of {paper} differs from the chapters' records")
+    for evidence in EVIDENCE:
+        table = errata_table(records, evidence)
+        expected["errata"].update(map(tuple, table[1]))
+        if not displayed(table):
+            problems.append(f"the table of {evidence} errata differs from the chapters' records")
     for t in shown:
         kind = "claims" if t["header"] == CLAIMS_HEADER else "errata" if t["header"] == ERRATA_HEADER else None
         for row in t["rows"] if kind else []:
             if tuple(row) not in expected[kind]:
                 problems.append(f"a row of the appendix that no chapter records: {' | '.join(row)[:120]}")
     return problems
+
+
+# ----------------------------------------------------------------------------- sentences tied to outputs
+
+_ROLE = re.compile(r"\{[a-z:]+\}`[^`]*`")                  # {glue:text}`key`, {ref}`label`, {numref}`...`
+_CODE = re.compile(r"`[^`]*`")
+_REF_WORD = re.compile(r"(?:Figs?\.|Tables?|[Ee]qs?\.|Sec(?:tion)?s?\.?|§|Chapters?|App(?:endix)?\.?|Thm|Theorem|"
+                       r"Prop(?:osition)?\.?|Lemma|Part)\s*\(?\d+(?:\.\d+)*(?:\([a-z]\))?\)?")
+_EQ_NUMBER = re.compile(r"\(\d+[a-z]?\)")                 # "(30)": an equation number
+_NUMBER = re.compile(r"(?<![\w.])(\d{1,3}(?:[,\u2009\u202f]\d{3})+|\d+)(\.\d+)?(?=[eE][-+]?\d|(?![\w]))")
+
+
+def _numbers(text: str) -> set[str]:
+    """The numbers written in ``text``, thousands separators removed ("1,000" -> "1000")."""
+    return {re.sub(r"[,\u2009\u202f]", "", m.group(1)) + (m.group(2) or "") for m in _NUMBER.finditer(text)}
+
+
+def numbers_not_in_outputs(prose: str, outputs: str) -> list[str]:
+    """The numbers that the Markdown ``prose`` (a chapter's summary) quotes and no text of
+    ``outputs`` (the executed chapter's outputs, glued values included) contains: a summary may
+    quote only numbers its chapter computed or printed.  Pasted values ({glue:text} roles),
+    inline code, labels and references to a paper's figures, tables, equations, sections and
+    chapters and bare equation numbers "(30)" are not quotes; "3.7e-04" in an output contains 3.7."""
+    text = _EQ_NUMBER.sub(" ", _REF_WORD.sub(" ", _CODE.sub(" ", _ROLE.sub(" ", prose))))
+    have = _numbers(outputs)
+    return sorted(n for n in _numbers(text) if n not in have)
+
+
+def notebook_summary(path) -> str:
+    """The Markdown of the "## Summary" section of the executed notebook ``path`` (every markdown
+    cell from the heading to the next heading of that level or the end; "" when there is none)."""
+    import nbformat
+
+    text, inside = [], False
+    for cell in nbformat.read(Path(path), as_version=4).cells:
+        if cell.cell_type != "markdown":
+            continue
+        src = cell.source
+        if re.match(r"^##\s+Summary\s*$", src.splitlines()[0] if src else ""):
+            inside = True
+            text.append("\n".join(src.splitlines()[1:]))
+            continue
+        if inside:
+            if re.match(r"^#{1,2}\s", src):
+                break
+            text.append(src)
+    return "\n".join(text)
+
+
+def notebook_outputs(path) -> str:
+    """Every text the executed notebook ``path`` displays or glues: streams, text/plain and
+    text/markdown outputs, glued values."""
+    import nbformat
+
+    parts = []
+    for cell in nbformat.read(Path(path), as_version=4).cells:
+        for out in cell.get("outputs", []) if cell.cell_type == "code" else []:
+            if "text" in out:
+                parts.append(out["text"] if isinstance(out["text"], str) else "".join(out["text"]))
+            for mime, value in out.get("data", {}).items():
+                if mime.endswith("text/plain") or mime.endswith("text/markdown"):
+                    parts.append(value if isinstance(value, str) else "".join(value))
+    return "\n".join(parts)
