@@ -501,10 +501,15 @@ def paper_summary(records: list[dict], paper: str) -> str:
     rs = _claims(records, paper)
     c = verdict_counts(records, paper)
     tested = sum(c[v] for v in COUNTED)
-    head = (f"The book tests {tested} claims of {PAPERS[paper]}: {c['reproduced']} reproduce over every setting "
-            f"tried, {c['depends on']} depend on a choice the paper leaves open, {c['partially reproduced']} "
-            f"reproduce in part and {c['differs']} differ. {c['not checked']} more are stated but not checked, "
-            f"and {c['by construction']} hold by the book's own construction (listed, not counted).")
+    def n(count, one, many):   # "1 claim holds", "2 claims hold"
+        return f"{count} {one if count == 1 else many}"
+
+    head = (f"The book tests {n(tested, 'claim', 'claims')} of {PAPERS[paper]}: "
+            f"{n(c['reproduced'], 'reproduces', 'reproduce')} over every setting tried, "
+            f"{n(c['depends on'], 'depends', 'depend')} on a choice the paper leaves open, "
+            f"{n(c['partially reproduced'], 'reproduces', 'reproduce')} in part and {n(c['differs'], 'differs', 'differ')}. "
+            f"{n(c['not checked'], 'more is', 'more are')} stated but not checked, and "
+            f"{n(c['by construction'], 'holds', 'hold')} by the book's own construction (listed, not counted).")
     parts = [head]
     for label, pick in (("Depends on a choice", lambda r: verdict_class(r["verdict"]) == "depends on"),
                         ("Reproduces in part", lambda r: r["verdict"] == "partially reproduced"),
