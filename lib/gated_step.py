@@ -36,7 +36,7 @@ import ctypes
 
 import torch
 
-from .kernels import CompiledKernel
+from .kernels import CompiledKernel, same_loss_and_gradients
 
 __all__ = ["member_losses", "member_losses_reference", "losses_into_grad", "kernel_available"]
 
@@ -136,22 +136,16 @@ def _check(fns) -> bool:
         params = [getattr(stack, name) for name in _PARAMS]
         fast = _losses(fns, stack, x, y, last_only, threads)
         ref = member_losses_reference(stack, x, y, last_only)
-        g_fast = torch.autograd.grad(fast.sum(), params)
-        g_ref = torch.autograd.grad(ref.sum(), params)
-        if not torch.allclose(fast, ref, rtol=1e-12, atol=0.0):
-            return False
-        if not all(torch.allclose(a, b, rtol=1e-10, atol=1e-14) for a, b in zip(g_fast, g_ref)):
+        if not same_loss_and_gradients(fast, ref, torch.autograd.grad(fast.sum(), params),
+                                       torch.autograd.grad(ref.sum(), params)):
             return False
     return True
 
 
 KERNEL = CompiledKernel("gated", _FUNCTIONS, _check,
                         "the gated RNN's training step uses its autograd forward instead (same results, slower)")
+kernel_available = KERNEL.available   # True when the gated step's kernel is used (compiled on first use)
 
-
-def kernel_available() -> bool:
-    """True when the compiled kernel of the gated training step is used (compiles it on first use)."""
-    return KERNEL.available()
 
 
 def _usable(stack, x: torch.Tensor, y: torch.Tensor):

@@ -38,7 +38,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Callable
 
-__all__ = ["CompiledKernel", "kernel_enabled", "cache_root"]
+__all__ = ["CompiledKernel", "kernel_enabled", "cache_root", "same_loss_and_gradients"]
 
 _FLAG_SETS = (["-O3", "-march=native", "-fopenmp"], ["-O3", "-fopenmp"])
 _OFF = ("0", "false", "no", "off")
@@ -121,6 +121,15 @@ def _private_folder() -> Path:
         _private["dir"] = Path(tempfile.mkdtemp(prefix="rnnbook-kernel-"))
         atexit.register(shutil.rmtree, _private["dir"], True)
     return _private["dir"]
+
+
+def same_loss_and_gradients(loss, loss_ref, grads, grads_ref) -> bool:
+    """A training-step kernel's check: its loss equal to the reference's to 1e-12 (relative) and
+    each gradient to 1e-10 (relative; 1e-14 absolute for entries near 0), in float64."""
+    import torch  # noqa: PLC0415  (the loader itself does not need torch)
+
+    return torch.allclose(loss, loss_ref, rtol=1e-12, atol=0.0) and \
+        all(torch.allclose(a, b, rtol=1e-10, atol=1e-14) for a, b in zip(grads, grads_ref, strict=True))
 
 
 class CompiledKernel:

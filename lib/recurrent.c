@@ -323,123 +323,136 @@ static T *transpose_##SUF(const T *W, long rows, long cols)                     
     return WT;                                                                                    \
 }                                                                                                 \
                                                                                                   \
-/* GRU: S (M, 4w) keeps r, z, n and hn = W_hn h_{t-1} + b_hn of every step */                     \
-int gru_fwd_##SUF(const T *Xp, const T *W_hh, const T *b_hh, T *H, T *S, long Bn, long Tn, long w) \
+/* one GRU step of one row: xp, hp its input and hidden projections (3w each), s (4w) keeps r, z, n\
+   and hn = W_hn h_{t-1} + b_hn, h the new state, hprev the old one (NULL at t = 0) */            \
+static void gru_cell_##SUF(const T *xp, const T *hp, T *s, T *h, const T *hprev, long w)          \
 {                                                                                                 \
-    T *WT = transpose_##SUF(W_hh, 3 * w, w), *P = malloc(Bn * 3 * w * sizeof(T));                 \
+    for (long j = 0; j < 2 * w; ++j) s[j] = xp[j] + hp[j];                                        \
+    sigmoid_##SUF(s, s, 2 * w);                                  /* r, z */                       \
+    for (long j = 0; j < w; ++j) { s[3 * w + j] = hp[2 * w + j]; s[2 * w + j] = xp[2 * w + j] + s[j] * hp[2 * w + j]; }\
+    tanh_##SUF(s + 2 * w, s + 2 * w, w);                         /* n */                          \
+    for (long j = 0; j < w; ++j) h[j] = (1 - s[w + j]) * s[2 * w + j] + (hprev ? s[w + j] * hprev[j] : 0);\
+}                                                                                                 \
+                                                                                                  \
+/* one LSTM step of one row: xp, hp (4w each), s (6w) keeps i, f, g, o, c and tanh(c), cprev the  \
+   old cell state (NULL at t = 0) */                                                              \
+static void lstm_cell_##SUF(const T *xp, const T *hp, T *s, T *h, const T *cprev, long w)         \
+{                                                                                                 \
+    for (long j = 0; j < 4 * w; ++j) s[j] = xp[j] + hp[j];                                        \
+    sigmoid_##SUF(s, s, 2 * w);                                  /* i, f */                       \
+    tanh_##SUF(s + 2 * w, s + 2 * w, w);                         /* g */                          \
+    sigmoid_##SUF(s + 3 * w, s + 3 * w, w);                      /* o */                          \
+    for (long j = 0; j < w; ++j) s[4 * w + j] = s[j] * s[2 * w + j] + (cprev ? s[w + j] * cprev[j] : 0);\
+    tanh_##SUF(s + 4 * w, s + 5 * w, w);                         /* tanh(c) */                    \
+    for (long j = 0; j < w; ++j) h[j] = s[3 * w + j] * s[5 * w + j];                              \
+}                                                                                                 \
+                                                                                                  \
+/* the LSTM (G = 4 gates, S (M, 6w)) or GRU (G = 3, S (M, 4w)) forward: per step the hidden       \
+   projection of all rows (one GEMM), then each row's cell */                                     \
+static int recur_fwd_##SUF(long G, const T *Xp, const T *W_hh, const T *b_hh, T *H, T *S, long Bn, long Tn, long w)\
+{                                                                                                 \
+    const long SW = G == 4 ? 6 : 4;                                                               \
+    T *WT = transpose_##SUF(W_hh, G * w, w), *P = malloc(Bn * G * w * sizeof(T));                 \
     if (!WT || !P) { free(WT); free(P); return 1; }                                               \
     for (long t = 0; t < Tn; ++t) {                                                               \
-        hidden_proj_##SUF(H, WT, b_hh, P, Bn, Tn, t, w, 3);                                        \
+        hidden_proj_##SUF(H, WT, b_hh, P, Bn, Tn, t, w, G);                                       \
         for (long b = 0; b < Bn; ++b) {                                                           \
             const long row = b * Tn + t;                                                          \
-            const T *xp = Xp + row * 3 * w, *hp = P + b * 3 * w, *hprev = H + (row - 1) * w;       \
-            T *s = S + row * 4 * w, *h = H + row * w;                                             \
-            for (long j = 0; j < 2 * w; ++j) s[j] = xp[j] + hp[j];                                \
-            sigmoid_##SUF(s, s, 2 * w);                                  /* r, z */               \
-            for (long j = 0; j < w; ++j) { s[3 * w + j] = hp[2 * w + j]; s[2 * w + j] = xp[2 * w + j] + s[j] * hp[2 * w + j]; } \
-            tanh_##SUF(s + 2 * w, s + 2 * w, w);                         /* n */                  \
-            for (long j = 0; j < w; ++j) {                                                        \
-                const T z = s[w + j], n = s[2 * w + j];                                           \
-                h[j] = (1 - z) * n + (t ? z * hprev[j] : 0);                                      \
-            }                                                                                     \
+            T *s = S + row * SW * w, *h = H + row * w;                                            \
+            if (G == 4) lstm_cell_##SUF(Xp + row * G * w, P + b * G * w, s, h, t ? s - 2 * w : NULL, w);\
+            else gru_cell_##SUF(Xp + row * G * w, P + b * G * w, s, h, t ? h - w : NULL, w);      \
         }                                                                                         \
     }                                                                                             \
     free(WT); free(P);                                                                            \
     return 0;                                                                                     \
 }                                                                                                 \
                                                                                                   \
-/* dH (M, w): dL/dH from above; out: dXp (M, 3w), dHs (M, 3w) shifted, db_hh (3w) */              \
-int gru_bwd_##SUF(const T *dH, const T *W_hh, const T *H, const T *S, T *dXp, T *dHs, T *db_hh,    \
+int gru_fwd_##SUF(const T *Xp, const T *W_hh, const T *b_hh, T *H, T *S, long Bn, long Tn, long w)\
+{                                                                                                 \
+    return recur_fwd_##SUF(3, Xp, W_hh, b_hh, H, S, Bn, Tn, w);                                   \
+}                                                                                                 \
+                                                                                                  \
+int lstm_fwd_##SUF(const T *Xp, const T *W_hh, const T *b_hh, T *H, T *S, long Bn, long Tn, long w)\
+{                                                                                                 \
+    return recur_fwd_##SUF(4, Xp, W_hh, b_hh, H, S, Bn, Tn, w);                                   \
+}                                                                                                 \
+                                                                                                  \
+/* the adjoint of one GRU step of one row: g = dL/dh (carried dhb + from above dho) -> dx, the    \
+   step's pre-activation gradients (3w), dp the same through the hidden projection (its n part    \
+   times r), dhb the part of dL/dh_prev through h = ... + z h_prev (hprev NULL at t = 0) */       \
+static void gru_cell_bwd_##SUF(const T *s, const T *hprev, const T *dho, T *dhb, T *dx, T *dp, long w)\
+{                                                                                                 \
+    _Pragma("omp simd")                                                                           \
+    for (long j = 0; j < w; ++j) {                                                                \
+        const T r = s[j], z = s[w + j], n = s[2 * w + j], hn = s[3 * w + j];                      \
+        const T hp = hprev ? hprev[j] : 0, g = dhb[j] + dho[j];                                   \
+        const T dan = g * (1 - z) * (1 - n * n);                                                  \
+        const T daz = g * (hp - n) * z * (1 - z);                                                 \
+        const T dar = dan * hn * r * (1 - r);                                                     \
+        dx[j] = dar; dx[w + j] = daz; dx[2 * w + j] = dan;                                        \
+        dp[j] = dar; dp[w + j] = daz; dp[2 * w + j] = dan * r;                                    \
+        dhb[j] = g * z;                                                                           \
+    }                                                                                             \
+}                                                                                                 \
+                                                                                                  \
+/* the adjoint of one LSTM step of one row: dx (4w) = dL/d(pre-activations), the same through the \
+   hidden projection; dcb carries dL/dc (cprev NULL at t = 0) */                                  \
+static void lstm_cell_bwd_##SUF(const T *s, const T *cprev, const T *dho, const T *dhb, T *dcb, T *dx, long w)\
+{                                                                                                 \
+    _Pragma("omp simd")                                                                           \
+    for (long j = 0; j < w; ++j) {                                                                \
+        const T i = s[j], f = s[w + j], g = s[2 * w + j], o = s[3 * w + j], tc = s[5 * w + j];    \
+        const T gh = dhb[j] + dho[j], cp = cprev ? cprev[j] : 0;                                  \
+        const T gc = dcb[j] + gh * o * (1 - tc * tc);                                             \
+        dx[j] = gc * g * i * (1 - i);                                                             \
+        dx[w + j] = gc * cp * f * (1 - f);                                                        \
+        dx[2 * w + j] = gc * i * (1 - g * g);                                                     \
+        dx[3 * w + j] = gh * tc * o * (1 - o);                                                    \
+        dcb[j] = gc * f;                                                                          \
+    }                                                                                             \
+}                                                                                                 \
+                                                                                                  \
+/* the LSTM (G = 4) or GRU (G = 3) adjoint, from the last step back: dH (M, w) dL/dH from above ->\
+   dXp (M, Gw) = dL/d(x W_ih^T + b_ih) of each step (= dL/d(h W_hh^T + b_hh) for the LSTM; the    \
+   GRU's differs in its n gate and goes through dP), dHs (M, Gw) the latter shifted one step      \
+   back, db_hh (Gw). dL/dh_prev = dP W_hh (+ z dL/dh for the GRU) */                              \
+static int recur_bwd_##SUF(long G, const T *dH, const T *W_hh, const T *H, const T *S, T *dXp, T *dHs,\
+                          T *db_hh, long Bn, long Tn, long w)                                     \
+{                                                                                                 \
+    const long SW = G == 4 ? 6 : 4, Gw = G * w;                                                   \
+    T *dh = calloc(Bn * w, sizeof(T)), *dc = calloc(Bn * w, sizeof(T));                           \
+    T *dP = G == 3 ? malloc(Bn * Gw * sizeof(T)) : NULL;                                          \
+    if (!dh || !dc || (G == 3 && !dP)) { free(dh); free(dc); free(dP); return 1; }                \
+    for (long j = 0; j < Gw; ++j) db_hh[j] = 0;                                                   \
+    for (long b = 0; b < Bn; ++b) memset(dHs + (b * Tn + Tn - 1) * Gw, 0, Gw * sizeof(T));        \
+    for (long t = Tn - 1; t >= 0; --t) {                                                          \
+        for (long b = 0; b < Bn; ++b) {                                                           \
+            const long row = b * Tn + t;                                                          \
+            const T *s = S + row * SW * w;                                                        \
+            T *dx = dXp + row * Gw, *dp = G == 3 ? dP + b * Gw : dx;                              \
+            if (G == 4) lstm_cell_bwd_##SUF(s, t ? s - 2 * w : NULL, dH + row * w, dh + b * w, dc + b * w, dx, w);\
+            else gru_cell_bwd_##SUF(s, t ? H + (row - 1) * w : NULL, dH + row * w, dh + b * w, dx, dp, w);\
+            _Pragma("omp simd")                                                                   \
+            for (long j = 0; j < Gw; ++j) db_hh[j] += dp[j];                                      \
+            if (t > 0) memcpy(dHs + (row - 1) * Gw, dp, Gw * sizeof(T));                          \
+        }                                                                                         \
+        if (t > 0 && G == 3) gemm_acc_##SUF(dP, Gw, W_hh, w, dh, w, Bn, Gw, 1);   /* dh += dP W_hh */\
+        if (t > 0 && G == 4) gemm_acc_##SUF(dXp + t * Gw, Tn * Gw, W_hh, w, dh, w, Bn, Gw, 0);   /* dh = */\
+    }                                                                                             \
+    free(dh); free(dc); free(dP);                                                                 \
+    return 0;                                                                                     \
+}                                                                                                 \
+                                                                                                  \
+int gru_bwd_##SUF(const T *dH, const T *W_hh, const T *H, const T *S, T *dXp, T *dHs, T *db_hh,   \
                   long Bn, long Tn, long w)                                                       \
 {                                                                                                 \
-    T *dh = calloc(Bn * w, sizeof(T)), *dP = malloc(Bn * 3 * w * sizeof(T));                      \
-    if (!dh || !dP) { free(dh); free(dP); return 1; }                                             \
-    for (long j = 0; j < 3 * w; ++j) db_hh[j] = 0;                                                \
-    for (long b = 0; b < Bn; ++b) memset(dHs + (b * Tn + Tn - 1) * 3 * w, 0, 3 * w * sizeof(T));  \
-    for (long t = Tn - 1; t >= 0; --t) {                                                          \
-        for (long b = 0; b < Bn; ++b) {                                                           \
-            const long row = b * Tn + t;                                                          \
-            const T *s = S + row * 4 * w, *hprev = H + (row - 1) * w, *dho = dH + row * w;        \
-            T *dx = dXp + row * 3 * w, *dp = dP + b * 3 * w, *dhb = dh + b * w;                   \
-            _Pragma("omp simd")                                                           \
-            for (long j = 0; j < w; ++j) {                                                        \
-                const T r = s[j], z = s[w + j], n = s[2 * w + j], hn = s[3 * w + j];              \
-                const T hp = t ? hprev[j] : 0, g = dhb[j] + dho[j];                               \
-                const T dan = g * (1 - z) * (1 - n * n);                                          \
-                const T daz = g * (hp - n) * z * (1 - z);                                        \
-                const T dar = dan * hn * r * (1 - r);                                             \
-                dx[j] = dar; dx[w + j] = daz; dx[2 * w + j] = dan;                                \
-                dp[j] = dar; dp[w + j] = daz; dp[2 * w + j] = dan * r;                            \
-                dhb[j] = g * z;                                          /* through h = ... + z h_prev */ \
-            }                                                                                     \
-            _Pragma("omp simd")                                                           \
-            for (long j = 0; j < 3 * w; ++j) db_hh[j] += dp[j];                                   \
-            if (t > 0) memcpy(dHs + (row - 1) * 3 * w, dp, 3 * w * sizeof(T));                    \
-        }                                                                                         \
-        if (t > 0) gemm_acc_##SUF(dP, 3 * w, W_hh, w, dh, w, Bn, 3 * w, 1);   /* + dP W_hh */      \
-    }                                                                                             \
-    free(dh); free(dP);                                                                           \
-    return 0;                                                                                     \
+    return recur_bwd_##SUF(3, dH, W_hh, H, S, dXp, dHs, db_hh, Bn, Tn, w);                        \
 }                                                                                                 \
                                                                                                   \
-/* LSTM: S (M, 6w) keeps i, f, g, o, c and tanh(c) of every step */                               \
-int lstm_fwd_##SUF(const T *Xp, const T *W_hh, const T *b_hh, T *H, T *S, long Bn, long Tn, long w) \
-{                                                                                                 \
-    T *WT = transpose_##SUF(W_hh, 4 * w, w), *P = malloc(Bn * 4 * w * sizeof(T));                 \
-    if (!WT || !P) { free(WT); free(P); return 1; }                                               \
-    for (long t = 0; t < Tn; ++t) {                                                               \
-        hidden_proj_##SUF(H, WT, b_hh, P, Bn, Tn, t, w, 4);                                        \
-        for (long b = 0; b < Bn; ++b) {                                                           \
-            const long row = b * Tn + t;                                                          \
-            const T *xp = Xp + row * 4 * w, *hp = P + b * 4 * w, *cprev = S + (row - 1) * 6 * w + 4 * w; \
-            T *s = S + row * 6 * w, *h = H + row * w;                                             \
-            for (long j = 0; j < 4 * w; ++j) s[j] = xp[j] + hp[j];                                \
-            sigmoid_##SUF(s, s, 2 * w);                                  /* i, f */               \
-            tanh_##SUF(s + 2 * w, s + 2 * w, w);                         /* g */                  \
-            sigmoid_##SUF(s + 3 * w, s + 3 * w, w);                      /* o */                  \
-            for (long j = 0; j < w; ++j) s[4 * w + j] = s[j] * s[2 * w + j] + (t ? s[w + j] * cprev[j] : 0); \
-            tanh_##SUF(s + 4 * w, s + 5 * w, w);                         /* tanh(c) */            \
-            for (long j = 0; j < w; ++j) h[j] = s[3 * w + j] * s[5 * w + j];                      \
-        }                                                                                         \
-    }                                                                                             \
-    free(WT); free(P);                                                                            \
-    return 0;                                                                                     \
-}                                                                                                 \
-                                                                                                  \
-/* dH (M, w) -> dXp (M, 4w) (= dL/d(h W_hh^T + b_hh) of the same step), dHs (M, 4w) shifted,      \
-   db_hh (4w) */                                                                                  \
-int lstm_bwd_##SUF(const T *dH, const T *W_hh, const T *H, const T *S, T *dXp, T *dHs, T *db_hh,   \
+int lstm_bwd_##SUF(const T *dH, const T *W_hh, const T *H, const T *S, T *dXp, T *dHs, T *db_hh,  \
                    long Bn, long Tn, long w)                                                      \
 {                                                                                                 \
-    (void)H;                                                                                      \
-    T *dh = calloc(Bn * w, sizeof(T)), *dc = calloc(Bn * w, sizeof(T));                           \
-    if (!dh || !dc) { free(dh); free(dc); return 1; }                                             \
-    for (long j = 0; j < 4 * w; ++j) db_hh[j] = 0;                                                \
-    for (long b = 0; b < Bn; ++b) memset(dHs + (b * Tn + Tn - 1) * 4 * w, 0, 4 * w * sizeof(T));  \
-    for (long t = Tn - 1; t >= 0; --t) {                                                          \
-        for (long b = 0; b < Bn; ++b) {                                                           \
-            const long row = b * Tn + t;                                                          \
-            const T *s = S + row * 6 * w, *cprev = S + (row - 1) * 6 * w + 4 * w, *dho = dH + row * w; \
-            T *dx = dXp + row * 4 * w, *dhb = dh + b * w, *dcb = dc + b * w;                      \
-            _Pragma("omp simd")                                                           \
-            for (long j = 0; j < w; ++j) {                                                        \
-                const T i = s[j], f = s[w + j], g = s[2 * w + j], o = s[3 * w + j], tc = s[5 * w + j]; \
-                const T gh = dhb[j] + dho[j], cp = t ? cprev[j] : 0;                              \
-                const T gc = dcb[j] + gh * o * (1 - tc * tc);                                     \
-                dx[j] = gc * g * i * (1 - i);                                                     \
-                dx[w + j] = gc * cp * f * (1 - f);                                                \
-                dx[2 * w + j] = gc * i * (1 - g * g);                                             \
-                dx[3 * w + j] = gh * tc * o * (1 - o);                                            \
-                dcb[j] = gc * f;                                                                  \
-            }                                                                                     \
-            _Pragma("omp simd")                                                           \
-            for (long j = 0; j < 4 * w; ++j) db_hh[j] += dx[j];                                   \
-            if (t > 0) memcpy(dHs + (row - 1) * 4 * w, dx, 4 * w * sizeof(T));                    \
-        }                                                                                         \
-        if (t > 0) gemm_acc_##SUF(dXp + t * 4 * w, Tn * 4 * w, W_hh, w, dh, w, Bn, 4 * w, 0);     \
-    }                                                                                             \
-    free(dh); free(dc);                                                                           \
-    return 0;                                                                                     \
+    return recur_bwd_##SUF(4, dH, W_hh, H, S, dXp, dHs, db_hh, Bn, Tn, w);                        \
 }
 
 DEFINE_KERNELS(float, f32, expf, cosf, sinf)

@@ -5,6 +5,7 @@ end with the note on their source, and the repository's address comes from CITAT
 A small Sphinx project (myst-nb, as jupyter-book configures it) renders one executed notebook
 whose output is a table of lib.book.tables."""
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -15,15 +16,13 @@ ROOT = Path(__file__).resolve().parent.parent
 from lib.book import tables
 from tools import book_html
 
-CONF = f"""
-import sys
-sys.path.insert(0, {str(ROOT / 'tools')!r})
-extensions = ["myst_nb", "book_html"]
+CONF = """
+extensions = ["myst_nb", "tools.book_html"]
 myst_enable_extensions = ["dollarmath", "amsmath"]
 nb_execution_mode = "off"
 numfig = True
 math_numfig = True
-math_eqref_format = "({{number}})"
+math_eqref_format = "({number})"
 exclude_patterns = ["_build", "book/*.md"]
 """
 
@@ -64,8 +63,9 @@ def build(tmp_path, rows) -> subprocess.CompletedProcess:
     bundle = tables.Table(["claim", "shown in", "equation"], rows)._repr_mimebundle_()
     (tmp_path / "book" / "07_chapter.ipynb").write_text(json.dumps(_notebook(bundle)))
     (tmp_path / "book" / "07_chapter.md").write_text("the chapter's jupytext source\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
     return subprocess.run([sys.executable, "-m", "sphinx", "-b", "html", "-W", "-n", "-q", str(tmp_path),
-                           str(tmp_path / "_build")], capture_output=True, text=True, timeout=300)
+                           str(tmp_path / "_build")], capture_output=True, text=True, timeout=300, env=env)
 
 
 def test_table_cross_references_resolve_like_the_prose(tmp_path):

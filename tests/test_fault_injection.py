@@ -15,11 +15,12 @@ The test requires no silent case at all, at most five obscure ones, and at least
 kernels are tests of their own below, one per fault; those of the stored runs are
 ``tests/test_stored_runs.py``.
 
-    python tests/test_fault_injection.py     prints the table and its totals
+    python -m tests.test_fault_injection     prints the table and its totals (from the repository's root)
 """
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import math
 import os
@@ -33,16 +34,14 @@ import numpy as np
 import pytest
 import torch
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+import lib
+from lib import architectures
+from lib import data as libdata
+from lib.book import artefacts, notebook
+from lib.online import check_adamw
+from lib.training import loss_fn, r2_score, train_minibatch
 
-import lib  # noqa: E402
-from lib import architectures  # noqa: E402
-from lib import data as libdata  # noqa: E402
-from lib.book import artefacts, notebook  # noqa: E402
-from lib.online import check_adamw  # noqa: E402
-from lib.training import loss_fn, r2_score, train_minibatch  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 F32, F64 = torch.float32, torch.float64
 NAN, INF = float("nan"), float("inf")
@@ -484,9 +483,19 @@ def classify(call, words, documented=None) -> tuple[str, str]:
     return "silent", f"returned {type(result).__name__}"
 
 
+def _sibling(name: str):
+    """The test module ``tests/NAME.py`` (tests/ is no package: pytest imports its files by name,
+    ``python -m tests.test_fault_injection`` as a namespace package; the same module either way)."""
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name(f"{name}.py"))
+        sys.modules[name] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(sys.modules[name])
+    return sys.modules[name]
+
+
 def all_cases():
     """This module's cases and tests/test_bad_input.py's (id, entry, call, words, documented)."""
-    import test_bad_input
+    test_bad_input = _sibling("test_bad_input")
 
     out = [(c[0], c[1], c[2], c[3], c[4] if len(c) > 4 else None) for c in CASES]
     out += [(f"[bad_input] {c[0]}", c[0].split()[0], c[1], c[3], None) for c in test_bad_input.ALL_CASES]
