@@ -481,10 +481,11 @@ def test_the_help_examples_name_real_chapters_and_parameters():
 @pytest.mark.book
 def test_every_help_example_runs():
     """Each example of `make help` runs to its end as written.  A benchmark run ends with status 1
-    when a ratio misses its target on this machine: it ran, and says so with the conditions."""
+    (make's 2) when a ratio misses its target on this machine: it ran, and says so with the
+    conditions."""
     for example in _help_examples():
         res = _make(example)
-        if example.startswith("make bench") and res.returncode == 1:
+        if example.startswith("make bench") and res.returncode != 0 and "target missed" in res.stderr:
             assert "target missed" in res.stderr and "The ratios depend on the number of threads" in res.stdout, \
                 (example, res.stdout[-2000:], res.stderr[-3000:])
             continue

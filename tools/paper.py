@@ -182,7 +182,7 @@ def assemble(name: str, steps: int, root: Path | None = None, replace: bool = Fa
     torch.save({"name": name, "task": task_info, "groups": groups, "d_in": d_in, "d_out": d_out}, tmp)
     os.replace(tmp, out / "run.pt")
     segments = [seg for p in parts for seg in p["segments"]]
-    paper_steps = cfg["steps"]
+    paper_steps = spec.paper_steps(exp)
     meta = {
         "experiment": name, "chapter": exp.chapter, "what": spec.what,
         "config": {**cfg, "groups": [{"kind": g.kind, "layers": g.layers, "widths": list(g.widths),
@@ -338,7 +338,9 @@ def list_runs() -> None:
         work = work_folder(name)
         if work.is_dir():
             state += f"; in progress in {work.relative_to(ROOT)}"
-        print(f"{name:14s} {spec.what}\n{'':14s} paper: {config(name)['steps']:,} steps; {state}")
+        steps, paper = config(name)["steps"], spec.paper_steps(exp)
+        length = f"paper: {paper:,} steps" if steps == paper else f"{steps:,} steps (the paper's run: {paper:,})"
+        print(f"{name:14s} {spec.what}\n{'':14s} {length}; {state}")
     for exp in experiments.stored_chapters():
         meta = RESULTS / artefacts.chapter_folder(exp.chapter) / "meta.json"
         have = json.loads(meta.read_text()) if meta.is_file() else None

@@ -96,6 +96,8 @@ class OnlineRun:
     teacher_seeds: tuple[int, ...] = ()
     teacher_scale: float = 1.0
     snapshots: tuple[int, ...] = ()             # steps at which the weights are kept as well
+    paper_steps_of: str | None = None           # the setting with the paper's step count, for a run that is
+    # deliberately shorter than the paper's (a check of a choice); None: the run's own steps are the paper's
 
     def setting_of(self, key: str) -> str:
         return self.uses.get(key, key)
@@ -106,6 +108,11 @@ class OnlineRun:
         if self.task == "teacher":
             cfg.update(teacher_seeds=list(self.teacher_seeds), teacher_scale=self.teacher_scale)
         return cfg
+
+    def paper_steps(self, exp: "Experiment") -> int:
+        """The paper's step count for what this run trains (its own steps unless ``paper_steps_of``
+        names another setting)."""
+        return exp.settings[self.paper_steps_of or self.setting_of("steps")].paper
 
     @property
     def widths(self) -> list[int]:
@@ -177,7 +184,7 @@ def _run(where_from: str, name: str, raw: dict) -> OnlineRun:
         raise ValueError(f"{where_from}: run {name} has task {raw['task']!r}; tasks: {', '.join(RUN_KEYS)}")
     return OnlineRun(name, raw["what"], raw["task"], groups, dict(raw.get("uses", {})),
                      tuple(raw.get("teacher_seeds", ())), float(raw.get("teacher_scale", 1.0)),
-                     tuple(raw.get("snapshots", ())))
+                     tuple(raw.get("snapshots", ())), raw.get("paper_steps"))
 
 
 def load(folder: Path = REGISTRY) -> dict[str, Experiment]:
@@ -217,6 +224,7 @@ def load(folder: Path = REGISTRY) -> dict[str, Experiment]:
                 exp.settings[name] = Setting(s.book, value, s.where)
         for run in exp.runs:
             missing = [run.setting_of(k) for k in RUN_KEYS[run.task] if run.setting_of(k) not in exp.settings]
+            missing += [run.paper_steps_of] if run.paper_steps_of and run.paper_steps_of not in exp.settings else []
             if missing:
                 raise ValueError(f"{exp.chapter}: run {run.name} needs the settings {', '.join(missing)}")
     return experiments
