@@ -18,7 +18,9 @@ each element-wise part.  Rows are the M = B T (sequence, step) pairs in the orde
     y = h W_C^T + D * x, W_C = [C_re, -C_im]    dW_C = dy^T h; dh = dy W_C; dD, dx = dy * D
     G = y [W_m; W_x]^T, out = s(G_m) * G_x      dG by glu_bwd; dW = dG^T y; dy = dG W
 
-(In+Skip: G_m = u W_m^T.)  An LSTM or GRU layer is Xp = u W_ih^T + b_ih for all steps at once,
+(In+Skip: G_m = u W_m^T.)  When only the last step is read (in-context regression), the last
+LRU layer forms y, the output gate and their backward for the B rows of the last step alone: the
+recurrence still runs over all M rows, but seven of its fourteen products shrink by T.  An LSTM or GRU layer is Xp = u W_ih^T + b_ih for all steps at once,
 then the recurrence (each step's h_{t-1} W_hh^T a small GEMM in the kernel) and, backward, the
 adjoint recurrence, which returns dL/dXp and dL/d(h W_hh^T) so that dW_ih, dW_hh and dL/du are
 three products.  The products are torch.mm; the GLUs, sigmoid and tanh (vectorised in float32),
@@ -90,11 +92,20 @@ def _ptr(t: torch.Tensor, offset: int) -> int:
     return t.data_ptr() + offset * t.element_size()
 
 
-def _lru_forward(f, layer, u: torch.Tensor, Bn: int, Tn: int):
-    """One LRU layer on u (M, w); returns its output (M, w) and what the backward needs."""
+def _last_rows(t: torch.Tensor, Bn: int, Tn: int) -> torch.Tensor:
+    """The rows of a sequence's last step in an (M, c) activation, M = Bn Tn rows ordered (b, t):
+    a (Bn, c) view with row stride Tn c."""
+    return t.view(Bn, Tn, t.shape[1])[:, -1]
+
+
+def _lru_forward(f, layer, u: torch.Tensor, Bn: int, Tn: int, last: bool = False):
+    """One LRU layer on u (M, w); returns its output (M, w) -- with ``last``, only the rows of each
+    sequence's last step (Bn, w), all that a last-step readout reads -- and what the backward
+    needs.  The recurrence runs over all rows either way; with ``last`` the products after it
+    (readout of the state, skip, output gate) are formed for the Bn read rows alone."""
     M, w = u.shape
     n = layer.nu_log.shape[0]
-    s = {"u": u}
+    s = {"u": u, "last": last}
     if layer.input_gate:
         Wi = torch.cat([layer.Wi_m, layer.Wi_x])
         A = torch.mm(u, Wi.t())                                       # (M, 2w) = [A_m | A_x]
@@ -108,19 +119,23 @@ def _lru_forward(f, layer, u: torch.Tensor, Bn: int, Tn: int):
                W_B, W_C, lam, n, w)
     h = torch.mm(x, W_B.t())                                          # p, (M, 2n) = [Re | Im]
     f.crecur_fwd(h, h, lam, Bn, Tn, n)                                # h, in place
-    y = torch.mm(h, W_C.t()).addcmul_(x, layer.D_skip)                # y~ = Re(C h) + D * x
+    if last:                                                          # the read rows alone from here on
+        u_r, x_r, h_r = (_last_rows(t, Bn, Tn).contiguous() for t in (u, x, h))
+    else:
+        u_r, x_r, h_r = u, x, h
+    R = u_r.shape[0]
+    y = torch.mm(h_r, W_C.t()).addcmul_(x_r, layer.D_skip)            # y~ = Re(C h) + D * x
+    out = u.new_empty(R, w)
     if layer.skip_gate:
-        Gm, Gx = torch.mm(u, layer.W_m.t()), torch.mm(y, layer.W_x.t())
-        out = u.new_empty(M, w)
-        f.glu_fwd(Gm, Gx, out, M, w, w, w)
+        Gm, Gx = torch.mm(u_r, layer.W_m.t()), torch.mm(y, layer.W_x.t())
+        f.glu_fwd(Gm, Gx, out, R, w, w, w)
         s.update(Gm=Gm, Gx=Gx)
     else:
         Wo = torch.cat([layer.W_m, layer.W_x])
-        G = torch.mm(y, Wo.t())                                       # (M, 2w) = [G_m | G_x]
-        out = u.new_empty(M, w)
-        f.glu_fwd(G, _ptr(G, w), out, M, w, 2 * w, 2 * w)
+        G = torch.mm(y, Wo.t())                                       # (R, 2w) = [G_m | G_x]
+        f.glu_fwd(G, _ptr(G, w), out, R, w, 2 * w, 2 * w)
         s.update(Wo=Wo, G=G)
-    s.update(x=x, W_B=W_B, W_C=W_C, lam=lam, h=h, y=y)
+    s.update(x=x, W_B=W_B, W_C=W_C, lam=lam, h=h, y=y, u_r=u_r, x_r=x_r, h_r=h_r)
     return out, s
 
 
@@ -129,30 +144,36 @@ _LAYER_PARAMS = ("nu_log", "theta_log", "gamma_log", "B_re", "B_im", "C_re", "C_
 
 
 def _lru_backward(f, layer, s: dict, dout: torch.Tensor, grad, Bn: int, Tn: int) -> torch.Tensor:
-    """dL/du of one LRU layer from dL/dout (M, w); the layer's parameter gradients written into
-    ``grad(parameter)``."""
-    M, w = dout.shape
+    """dL/du (M, w) of one LRU layer from dL/dout ((M, w), or (Bn, w) for a forward with ``last``);
+    the layer's parameter gradients written into ``grad(parameter)``."""
+    R, w = dout.shape
     n = layer.nu_log.shape[0]
     g = {name: grad(getattr(layer, name)) for name in _LAYER_PARAMS[:10 + 2 * layer.input_gate]}
-    u, x, h, y = s["u"], s["x"], s["h"], s["y"]
+    u, x, h, y, last = s["u"], s["x"], s["h"], s["y"], s["last"]
+    M = u.shape[0]
     if layer.skip_gate:
         dGm, dGx = torch.empty_like(dout), torch.empty_like(dout)
-        f.glu_bwd(s["Gm"], s["Gx"], dout, dGm, dGx, M, w, w, w)
-        torch.mm(dGm.t(), u, out=g["W_m"])
+        f.glu_bwd(s["Gm"], s["Gx"], dout, dGm, dGx, R, w, w, w)
+        torch.mm(dGm.t(), s["u_r"], out=g["W_m"])
         torch.mm(dGx.t(), y, out=g["W_x"])
         dy = torch.mm(dGx, layer.W_x)
         du_skip = torch.mm(dGm, layer.W_m)
     else:
         dG = torch.empty_like(s["G"])
-        f.glu_bwd(s["G"], _ptr(s["G"], w), dout, dG, _ptr(dG, w), M, w, 2 * w, 2 * w)
+        f.glu_bwd(s["G"], _ptr(s["G"], w), dout, dG, _ptr(dG, w), R, w, 2 * w, 2 * w)
         torch.mm(dG[:, :w].t(), y, out=g["W_m"])
         torch.mm(dG[:, w:].t(), y, out=g["W_x"])
         dy = torch.mm(dG, s["Wo"])
         du_skip = None
-    dW_C = torch.mm(dy.t(), h)                                        # (w, 2n)
-    dh = torch.mm(dy, s["W_C"])                                       # (M, 2n)
-    dx = torch.empty_like(dout)
-    f.skip_bwd(dy, x, layer.D_skip, dx, g["D_skip"], M, w)
+    dW_C = torch.mm(dy.t(), s["h_r"])                                 # (w, 2n)
+    dx_r = torch.empty_like(dout)
+    f.skip_bwd(dy, s["x_r"], layer.D_skip, dx_r, g["D_skip"], R, w)
+    if last:                                                          # dL/dh and dL/dx: zero off the read rows
+        dh, dx = dout.new_zeros(M, 2 * n), dout.new_zeros(M, w)
+        torch.mm(dy, s["W_C"], out=_last_rows(dh, Bn, Tn))
+        _last_rows(dx, Bn, Tn).copy_(dx_r)
+    else:
+        dh, dx = torch.mm(dy, s["W_C"]), dx_r                         # (M, 2n), (M, w)
     glam = dh.new_empty(2 * n)
     f.crecur_bwd(dh, h, s["lam"], glam, Bn, Tn, n)                    # dh -> dL/dp, in place
     dW_B = torch.mm(dh.t(), x)                                        # (2n, w)
@@ -160,14 +181,17 @@ def _lru_backward(f, layer, s: dict, dout: torch.Tensor, grad, Bn: int, Tn: int)
     f.lru_prep_bwd(dW_B, dW_C, glam, layer.B_re, layer.B_im, layer.gamma_log, layer.nu_log, layer.theta_log,
                    s["lam"], g["B_re"], g["B_im"], g["gamma_log"], g["C_re"], g["C_im"], g["nu_log"], g["theta_log"],
                    n, w)
-    if not layer.input_gate:
-        return dx
-    dA = torch.empty_like(s["A"])
-    f.glu_bwd(s["A"], _ptr(s["A"], w), dx, dA, _ptr(dA, w), M, w, 2 * w, 2 * w)
-    torch.mm(dA[:, :w].t(), u, out=g["Wi_m"])
-    torch.mm(dA[:, w:].t(), u, out=g["Wi_x"])
-    du = torch.mm(dA, s["Wi"])
-    return du if du_skip is None else du.add_(du_skip)
+    if layer.input_gate:
+        dA = torch.empty_like(s["A"])
+        f.glu_bwd(s["A"], _ptr(s["A"], w), dx, dA, _ptr(dA, w), M, w, 2 * w, 2 * w)
+        torch.mm(dA[:, :w].t(), u, out=g["Wi_m"])
+        torch.mm(dA[:, w:].t(), u, out=g["Wi_x"])
+        du = torch.mm(dA, s["Wi"])
+    else:
+        du = dx
+    if du_skip is not None:
+        (_last_rows(du, Bn, Tn) if last else du).add_(du_skip)
+    return du
 
 
 def _rnn_forward(f, core, k: int, u: torch.Tensor, Bn: int, Tn: int):
@@ -217,10 +241,12 @@ def _net_step(f, net, x, y, last_only, grad):
     saved = []
     rnn = net.kind in _GATES
     for k in range(net.layers):
-        z, s = _rnn_forward(f, net.core, k, z, Bn, Tn) if rnn else _lru_forward(f, net.core[k], z, Bn, Tn)
+        read_last = last_only and k == net.layers - 1 and not rnn     # the LRU's last layer: read rows only
+        z, s = _rnn_forward(f, net.core, k, z, Bn, Tn) if rnn else \
+            _lru_forward(f, net.core[k], z, Bn, Tn, read_last)
         saved.append(s)
     w = z.shape[1]
-    zl = z.view(Bn, Tn, w)[:, -1] if last_only else z
+    zl = z.view(Bn, Tn, w)[:, -1] if last_only and rnn else z
     r = torch.addmm(readout.bias, zl, readout.weight.t()).sub_(y.reshape(-1, y.shape[-1]))
     loss = torch.dot(r.view(-1), r.view(-1)).mul_(0.5 / r.numel())
     if grad is None:
@@ -228,7 +254,7 @@ def _net_step(f, net, x, y, last_only, grad):
     gr = r.mul_(1.0 / r.numel())                                      # dL/d(output)
     torch.mm(gr.t(), zl, out=grad(readout.weight))
     torch.sum(gr, 0, out=grad(readout.bias))
-    if last_only:
+    if last_only and rnn:
         dz = z.new_zeros(Bn, Tn, w)
         dz[:, -1] = torch.mm(gr, readout.weight)
         dz = dz.view(M, w)
