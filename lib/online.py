@@ -248,6 +248,17 @@ def _member_losses(model: nn.Module, x: torch.Tensor, y: torch.Tensor, last_only
     return 0.5 * (model(x, last_only=last_only) - y).square().flatten(1).mean(dim=1)
 
 
+def _same_device(a, b) -> bool:
+    """One device, whether or not its index is written ("cuda" is "cuda:0" when 0 is current)."""
+    a, b = torch.device(a), torch.device(b)
+    if a.type != b.type:
+        return False
+    if a.type != "cuda" or (a.index is not None and b.index is not None):
+        return a.index == b.index
+    current = torch.cuda.current_device()
+    return (a.index if a.index is not None else current) == (b.index if b.index is not None else current)
+
+
 def _check_model_and_task(model: nn.Module, task, K: int):
     """Model and task agree before any work: members, device, dtype, and the model's output
     shape against the target's, on a batch of zeros of the task's input shape (no data drawn)."""
@@ -261,7 +272,7 @@ def _check_model_and_task(model: nn.Module, task, K: int):
     device, dtype = param.device, param.dtype
     if not dtype.is_floating_point:
         raise ValueError(f"model parameters must be floating point, got {dtype}")
-    if getattr(task, "device", device) != device or getattr(task, "dtype", dtype) != dtype:
+    if not _same_device(getattr(task, "device", device), device) or getattr(task, "dtype", dtype) != dtype:
         raise ValueError(f"task ({task.device}, {task.dtype}) and model ({device}, {dtype}) must "
                          "share device and dtype")
     for side in ("d_in", "d_out"):
@@ -305,7 +316,8 @@ def train_online(model: nn.Module, task, *, steps: int, data_seeds, lr: float = 
     checkpoint).  ``segment``: a dict describing this call (code version, device, ...) appended,
     with its first and last step and wall time, to the run's list of segments (one per resume).
     ``capture``: on CUDA ("auto") the whole step is captured once in a CUDA graph and replayed;
-    the data then come from the device's default generator (seeded with ``data_seeds[0]``).
+    the data then come from the device's default generator (seeded with ``data_seeds[0]``; its
+    state goes into the checkpoint, so a resumed run draws what the uninterrupted run draws).
     ``engine``: "fast" (default) takes the model's hand-written step where it has one
     (``losses_into_grad``: :mod:`lib.gated_step`, :mod:`lib.recurrent_step`; the gradients
     written straight into the optimiser's flat buffer, no autograd graph), else its
@@ -350,13 +362,25 @@ def train_online(model: nn.Module, task, *, steps: int, data_seeds, lr: float = 
     run = {"hist_step": [], "hist_loss": [], "acc": torch.zeros(K, dtype=torch.float64, device=device),
            "cnt": 0, "step": 0, "snapshots": {}, "segments": []}
     state = ckpt.load(config, device)
+    cuda_rng = None                                       # the captured step's generator, on resume
     if state is not None:
+        if use_graph:
+            cuda_rng = state.get("cuda_rng")
+            if cuda_rng is None and state["step"] > 0:
+                raise ValueError(f"checkpoint {checkpoint} was written by an eager run (per-member generators); "
+                                 "resume it with capture=False")
+        elif state.get("cuda_rng") is not None:
+            raise ValueError(f"checkpoint {checkpoint} was written by a captured CUDA run (one device "
+                             "generator); resume it on CUDA with capture='auto'")
         model.load_state_dict(state["model"])
         opt.load_state_dict(state["optimizer"])
         for g, s in zip(gens, state["generators"]):
             if g is not None:
                 g.set_state(s)
-        run.update({k: state[k] for k in ("hist_step", "hist_loss", "cnt", "step", "snapshots", "segments")})
+        run.update({k: state[k] for k in ("hist_step", "cnt", "step", "segments")})
+        # the history and the snapshots live on the CPU (the checkpoint was loaded onto the device)
+        run["hist_loss"] = [h.cpu() for h in state["hist_loss"]]
+        run["snapshots"] = {s: {k: v.cpu() for k, v in w.items()} for s, w in state["snapshots"].items()}
         run["acc"].copy_(state["acc"])
         if hasattr(task, "load_state_dict"):
             task.load_state_dict(state.get("task", {}))
@@ -377,7 +401,7 @@ def train_online(model: nn.Module, task, *, steps: int, data_seeds, lr: float = 
         opt.step(losses.sum(), rate)
         return losses.detach()
 
-    graph = _capture(one_step, opt, run["acc"], steps, lr, lr_min, start, data_seeds[0], capture) \
+    graph = _capture(one_step, opt, run["acc"], steps, lr, lr_min, start, data_seeds[0], capture, cuda_rng) \
         if use_graph and start < steps else None
     t0 = time.perf_counter()
     bar = _progress_bar(progress, steps, start, type(task).__name__)
@@ -396,6 +420,7 @@ def train_online(model: nn.Module, task, *, steps: int, data_seeds, lr: float = 
             run["segments"][-1].update(last_step=step, seconds=time.perf_counter() - t0)
             ckpt.save({"config": config, "model": model.state_dict(), "optimizer": opt.state_dict(),
                        "generators": [g.get_state() for g in gens] if not use_graph else [],
+                       "cuda_rng": torch.cuda.get_rng_state(device) if graph is not None else None,
                        **{k: run[k] for k in ("hist_step", "hist_loss", "cnt", "step", "snapshots", "segments")},
                        "acc": run["acc"].cpu(), "task": task.state_dict() if hasattr(task, "state_dict") else {}})
     if bar is not None:
@@ -430,13 +455,21 @@ def _log_block(run: dict, step: int, bar, on_log) -> None:
         on_log(step, block)
 
 
-def _capture(one_step, opt: FlatAdamW, acc, steps, lr, lr_min, start, data_seed, capture):
+def _capture(one_step, opt: FlatAdamW, acc, steps, lr, lr_min, start, data_seed, capture, rng_state=None):
     """Capture data draw + forward + backward + AdamW + schedule + loss accumulation in one
     CUDA graph (the PyTorch whole-network capture recipe: warm-up on a side stream, static
-    tensors, a tensor learning rate and step count).  Returns the graph, or None after a warning
-    if capture is impossible; the eager loop then runs."""
+    tensors, a tensor learning rate and step count).  The device generator starts from
+    ``rng_state`` (a resumed run) or is seeded with ``data_seed``; each replay advances it.
+    Returns the graph, or None after a warning if capture is impossible; the eager loop then runs."""
     device = acc.device
-    counter = torch.full((), float(start), device=device)       # updates done so far
+    counter = torch.full((), float(start), dtype=opt.flat.dtype, device=device)      # updates done so far
+
+    def start_generator():
+        if rng_state is None:
+            with torch.cuda.device(device):
+                torch.cuda.manual_seed(data_seed)
+        else:
+            torch.cuda.set_rng_state(rng_state.cpu(), device)
 
     def scheduled_step():
         rate = lr_min + 0.5 * (lr - lr_min) * (1.0 + torch.cos(math.pi * counter / steps))
@@ -444,7 +477,7 @@ def _capture(one_step, opt: FlatAdamW, acc, steps, lr, lr_min, start, data_seed,
         counter.add_(1.0)
 
     try:
-        torch.cuda.manual_seed(data_seed)
+        start_generator()
         before = (opt.flat.clone(), opt.exp_avg.clone(), opt.exp_avg_sq.clone(), opt.t.clone(), acc.clone())
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
@@ -456,10 +489,13 @@ def _capture(one_step, opt: FlatAdamW, acc, steps, lr, lr_min, start, data_seed,
             for now, then in zip((opt.flat, opt.exp_avg, opt.exp_avg_sq, opt.t, acc), before):
                 now.copy_(then)
         counter.fill_(float(start))
-        torch.cuda.manual_seed(data_seed)
+        start_generator()
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
             scheduled_step()
+        # every tensor the graph reads that was allocated outside it must live as long as the
+        # graph: freed, its memory would be handed to the next allocation between two replays
+        graph.inputs = (counter,)
         return graph
     except Exception as exc:  # noqa: BLE001 - any capture failure falls back to the eager step
         if capture is True:

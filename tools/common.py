@@ -26,7 +26,8 @@ __all__ = ["ROOT", "git_commit", "code_digest", "cpu_model", "machine_descriptio
 
 def git_commit(paths=("lib", "tools")) -> str:
     """The commit checked out, with "+uncommitted changes in ..." when files under ``paths``
-    differ from it; "unknown" outside a git checkout."""
+    differ from it; outside a git checkout (a copy of the tree on another machine) the value of
+    ``RNNBOOK_GIT_COMMIT`` if set, else "unknown"."""
     try:
         sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True,
                              check=True).stdout.strip()
@@ -34,7 +35,7 @@ def git_commit(paths=("lib", "tools")) -> str:
                                capture_output=True, text=True, check=True).stdout.strip()
         return sha + (f"+uncommitted changes in {' or '.join(str(p) for p in paths)}" if dirty else "")
     except (OSError, subprocess.CalledProcessError):
-        return "unknown"
+        return os.environ.get("RNNBOOK_GIT_COMMIT", "unknown")
 
 
 def code_digest() -> str:
