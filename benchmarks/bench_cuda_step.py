@@ -110,6 +110,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--concurrent", action="store_true")
+    ap.add_argument("--json", default=None, metavar="FILE",
+                    help="also write the rows, the device, versions, commit and code digest to FILE")
     ap.add_argument("--child", nargs=3, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
@@ -119,7 +121,19 @@ def main(argv=None) -> int:
         print("no CUDA device: nothing to measure")
         return 0
     print(torch.cuda.get_device_name(), "torch", torch.__version__, flush=True)
-    for r in run(args.quick):
+    rows = run(args.quick)
+    if args.json:
+        import platform
+        from pathlib import Path
+        from tools.common import code_digest, git_commit
+        Path(args.json).write_text(json.dumps({
+            "device": torch.cuda.get_device_name(), "command": "python -m benchmarks.bench_cuda_step "
+            + " ".join(argv if argv is not None else sys.argv[1:]), "quick": args.quick,
+            "versions": {"python": platform.python_version(), "torch": torch.__version__},
+            "git_commit": git_commit(("lib", "tools", "benchmarks")), "code_sha256": code_digest(),
+            "finished_utc": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "paper_steps": PAPER_STEPS,
+            "rows": rows}, indent=1) + "\n")
+    for r in rows:
         print(f"{r['name']:<48} eager {r['reference_s'] * 1e3:8.2f} ms  captured {r['fast_s'] * 1e3:7.2f} ms  "
               f"ratio {r['ratio']:6.1f}  781,250 steps alone: {r['paper_hours']:5.2f} h  rel err {r['max_rel_err']:.1e}",
               flush=True)
