@@ -133,6 +133,10 @@ def main(argv=None) -> int:
             "git_commit": git_commit(("lib", "tools", "benchmarks")), "code_sha256": code_digest(),
             "finished_utc": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "paper_steps": PAPER_STEPS,
             "rows": rows}, indent=1) + "\n")
+        from lib.book.artefacts import RESULTS
+        from tools.common import update_manifest
+        if Path(args.json).resolve().is_relative_to(RESULTS.resolve()):    # a stored measurement: checksummed
+            update_manifest(RESULTS.resolve(), [Path(args.json).resolve()])
     for r in rows:
         print(f"{r['name']:<48} eager {r['reference_s'] * 1e3:8.2f} ms  captured {r['fast_s'] * 1e3:7.2f} ms  "
               f"ratio {r['ratio']:6.1f}  781,250 steps alone: {r['paper_hours']:5.2f} h  rel err {r['max_rel_err']:.1e}",

@@ -165,3 +165,27 @@ def test_a_missing_stored_chapter_execution_fails_the_chapter_unless_book_only(m
         notebook.stored_chapter_run("04_training_dynamics", "book")
     assert notebook.stored_chapter_run("04_training_dynamics", "book", book_only=True) is None
     assert "Book scale only" in shown[-1]
+
+
+def test_a_stored_measurement_is_read_back_only_as_written(tmp_path):
+    """results/NAME/bench.json (the CUDA step timed on a GPU): read back verified; changed, it is
+    a checksum mismatch; missing, an error naming the command that writes it."""
+    root = tmp_path / "results"
+    (root / "bench_cuda").mkdir(parents=True)
+    f = root / "bench_cuda" / "bench.json"
+    f.write_text(json.dumps({"device": "a GPU", "rows": [{"name": "x", "ratio": 2.0}]}))
+    _manifest(root, [f])
+    assert artefacts.load_measurement("bench_cuda", root)["rows"][0]["ratio"] == 2.0
+    f.write_text(json.dumps({"device": "a GPU", "rows": [{"name": "x", "ratio": 20.0}]}))
+    with pytest.raises(ValueError, match="checksum mismatch"):
+        artefacts.load_measurement("bench_cuda", root)
+    f.unlink()
+    with pytest.raises(FileNotFoundError, match="bench_cuda_step --json"):
+        artefacts.load_measurement("bench_cuda", root)
+    with pytest.raises(ValueError, match="name"):
+        artefacts.load_measurement("../bench_cuda", root)
+
+
+def test_a_run_is_called_the_papers_only_at_the_papers_steps():
+    assert artefacts.at_steps({"steps": 300_000, "paper_steps": 300_000}) == "the paper's 300,000 steps"
+    assert artefacts.at_steps({"steps": 299_999, "paper_steps": 300_000}) == "299,999 of the paper's 300,000 steps"

@@ -20,7 +20,7 @@ import torch
 
 from ..data import sha256 as sha256_of
 
-__all__ = ["load_run", "load_chapter_run", "chapter_folder", "glue_json", "jsonable", "RESULTS", "sha256_of",
+__all__ = ["load_run", "load_chapter_run", "load_measurement", "at_steps", "chapter_folder", "glue_json", "jsonable", "RESULTS", "sha256_of",
            "manifest_path", "read_manifest", "verify"]
 
 RESULTS = Path(__file__).resolve().parents[2] / "results"
@@ -105,6 +105,31 @@ def load_chapter_run(stem: str, root: str | Path | None = None) -> dict:
         raise ValueError(f"{files[1]} describes the run {meta['experiment']!r}, not {folder.name!r}: the stored "
                          "files were moved between runs")
     return {"meta": meta, "glued": json.loads(files[0].read_text())}
+
+
+def at_steps(meta: dict) -> str:
+    """How a stored run's length reads beside the paper's, from its ``meta``: "the paper's 781,250
+    steps", or "200,000 of the paper's 781,250 steps" (a complete cosine schedule over the shorter
+    run).  Used by every chapter that reports a stored run, so that a run is called the paper's
+    only where it has the paper's steps."""
+    steps, paper = meta["steps"], meta["paper_steps"]
+    if steps >= paper:
+        return f"the paper's {paper:,} steps"
+    return f"{steps:,} of the paper's {paper:,} steps"
+
+
+def load_measurement(name: str, root: str | Path | None = None) -> dict:
+    """A measurement stored from another machine, ``results/NAME/bench.json`` (e.g. ``bench_cuda``:
+    the CUDA training step timed on a GPU by ``python -m benchmarks.bench_cuda_step --json``),
+    verified against the manifest: the dict it holds (rows, device, versions, commit, code digest).
+
+    Raises ``FileNotFoundError`` naming the missing file and the command that writes it, and
+    ``ValueError`` if its checksum does not match.
+    """
+    root = _root(root)
+    f = root / _name("name", name) / "bench.json"
+    verify([f], root, f"python -m benchmarks.bench_{name.removeprefix('bench_')}_step --json {f} (on a CUDA machine)")
+    return json.loads(f.read_text())
 
 
 def jsonable(value, digits: int = 6):
