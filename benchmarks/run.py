@@ -88,7 +88,19 @@ def format_table(rows: list[dict]) -> str:
 
 
 def main(argv: list[str]) -> int:
-    """``run.py [--quick] [SUBJECT ...]``: SUBJECT is a file's name without ``bench_``/``.py``."""
+    """``run.py [--quick] [SUBJECT ...]``: SUBJECT is a file's name without ``bench_``/``.py``.
+    ``-h``/``--help`` prints this usage and the subjects; any other option is refused before a
+    benchmark runs."""
+    subjects = ", ".join(p.stem.removeprefix("bench_") for p in discover())
+    if "-h" in argv or "--help" in argv:
+        print(f"usage: python -m benchmarks.run [--quick] [SUBJECT ...]\n  --quick  fewer repeats (a smoke run)\n"
+              f"  SUBJECT  one of: {subjects} (default: all)")
+        return 0
+    unknown = [a for a in argv if a.startswith("-") and a != "--quick"]
+    if unknown:
+        print(f"benchmarks.run: unknown option(s) {', '.join(unknown)}; accepted: --quick, -h/--help, "
+              f"and subjects ({subjects})", file=sys.stderr)
+        return 2
     quick = "--quick" in argv
     rows = run_all(quick=quick, only=[a for a in argv if not a.startswith("-")])
     print(format_table(rows), flush=True)
