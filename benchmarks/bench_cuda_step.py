@@ -35,19 +35,6 @@ F32, F64 = torch.float32, torch.float64
 PAPER_STEPS = 781_250
 
 
-class _Fixed:
-    """One fixed batch at every step (captured and eager runs then see the same data)."""
-
-    def __init__(self, task):
-        self.K, self.last_only, self.device, self.dtype = task.K, task.last_only, task.device, task.dtype
-        self.d_in, self.d_out, self.shapes = task.d_in, task.d_out, task.shapes
-        gens = [torch.Generator(device=task.device).manual_seed(7 + k) for k in range(task.K)]
-        self.x, self.y = task.sample(gens)
-
-    def sample(self, gens):
-        return self.x, self.y
-
-
 def _group(name: str, i: int, dtype, device="cuda"):
     cfg = paper.config(name)
     group = experiments.run_of(name)[1].groups[i]
@@ -75,7 +62,7 @@ def _agreement(name: str, i: int) -> float:
     weights = []
     for capture in ("auto", False):
         model, task, group, cfg = _group(name, i, F64)
-        lib.train_online(model, _Fixed(task), steps=6, data_seeds=group.member_data_seeds, log_every=3,
+        lib.train_online(model, lib.tasks.FixedBatch(task), steps=6, data_seeds=group.member_data_seeds, log_every=3,
                          capture=capture)
         weights.append(torch.cat([p.detach().flatten() for p in model.parameters()]))
     return float((weights[0] - weights[1]).norm() / weights[1].norm())

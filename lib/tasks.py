@@ -8,7 +8,9 @@ the same data seed would see), on the task's device and in the training dtype:
   outputs of a fixed linear self-attention teacher (eq. 1), one teacher per member;
 * :class:`ICLTask` -- in-context linear regression (Section 4, App. C.1): T pairs
   (x_t, W* x_t) with x uniform of variance sigma_x^2, W* ~ N(0, sigma_W^2), then the query
-  (x_{T+1}, 0); the target is W* x_{T+1} and only the last step is read.
+  (x_{T+1}, 0); the target is W* x_{T+1} and only the last step is read;
+* :class:`FixedBatch` -- one batch of either, returned at every step (two trainers compared on
+  the same data).
 
 ``sample(generators) -> (x, y)`` with x (K, B, T, d_in) and y (K, B, T, d_out) (teacher) or
 (K, B, d_out) (ICL, ``last_only = True``).  Arguments are validated once, when the task is made.
@@ -21,7 +23,7 @@ import torch
 
 from ._checks import as_tensor, float_dtype, positive_int, positive_real, seed_int, torch_device
 
-__all__ = ["AttentionTeacherTask", "ICLTask", "lsa_teachers"]
+__all__ = ["AttentionTeacherTask", "ICLTask", "FixedBatch", "lsa_teachers"]
 
 
 def lsa_teachers(d: int, seeds, *, scale: float = 1.0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -226,3 +228,30 @@ class ICLTask:
         _check_generators(generators, self.K)
         pairs = [self.draw(g) for g in generators]
         return torch.stack([p[0] for p in pairs]), torch.stack([p[1] for p in pairs])
+
+
+class FixedBatch:
+    """One batch of ``task``, returned by every ``sample``: a run on it repeats the same data at
+    every step, so that two trainers whose data streams differ (the captured CUDA step draws from
+    the device's generator, the eager and CPU steps from per-member generators) are compared on
+    the same arithmetic alone (tests/test_cuda.py, benchmarks/bench_cuda_step.py).
+
+    The batch is drawn once, member k from a generator on the task's device seeded ``seed + k``,
+    and moved to ``device`` (default: the task's).  ``sample`` ignores its generators.
+    """
+
+    def __init__(self, task, device=None, *, seed: int = 7):
+        missing = [a for a in ("K", "sample", "shapes", "last_only", "device", "dtype", "d_in", "d_out")
+                   if not hasattr(task, a)]
+        if missing:
+            raise TypeError(f"task must be a task of lib.tasks (missing: {', '.join(missing)}), got {type(task).__name__}")
+        seed = seed_int("seed", seed)
+        self.device = task.device if device is None else torch_device("device", device)
+        x, y = task.sample([torch.Generator(device=task.device).manual_seed(seed + k) for k in range(task.K)])
+        self.x, self.y = x.to(self.device), y.to(self.device)
+        self.K, self.last_only, self.dtype = task.K, task.last_only, task.dtype
+        self.d_in, self.d_out, self.shapes = task.d_in, task.d_out, task.shapes
+
+    def sample(self, generators):
+        """The fixed batch (x, y), whatever the generators."""
+        return self.x, self.y

@@ -17,24 +17,6 @@ def _rel(a, b):
     return float((a - b).norm() / b.norm().clamp_min(1e-300))
 
 
-class FixedBatch:
-    """A training task that returns one fixed batch at every step, so that a captured run (data
-    from the device generator) and an eager or CPU run (per-member generators) see the same data."""
-
-    def __init__(self, task, device):
-        x, y = task.sample([torch.Generator().manual_seed(7 + k) for k in range(task.K)])
-        self.x, self.y = x.to(device), y.to(device)
-        self.K, self.last_only, self.device, self.dtype = task.K, task.last_only, torch.device(device), task.dtype
-        self.d_in, self.d_out = task.d_in, task.d_out
-        self._shapes = task.shapes
-
-    def shapes(self, n):
-        return self._shapes(n)
-
-    def sample(self, gens):
-        return self.x, self.y
-
-
 def _case(kind, device):
     if kind == "gated":
         W = lib.lsa_teachers(3, [0, 1])
@@ -44,7 +26,7 @@ def _case(kind, device):
         task = lib.ICLTask(K=2, T=5, d_x=2, d_y=2, batch=4, dtype=F64)
         layers = 2 if kind.startswith("lru") else 1
         model = lib.ModuleStack([lib.RecurrentNet(kind, 4, w, 2, layers=layers, seed=w, dtype=F64) for w in (5, 8)])
-    return FixedBatch(task, device), model.to(device)
+    return lib.tasks.FixedBatch(task, device), model.to(device)
 
 
 @pytest.mark.parametrize("kind", ["gated", "lru", "lru_in_out", "lru_in_skip", "lstm", "gru"])

@@ -314,3 +314,26 @@ def test_train_online_fast_engine_follows_the_autograd_engine(kind):
         assert _rel(a, b) <= 1e-10, name
     with pytest.raises(ValueError, match="engine"):
         lib.train_online(fast, task, steps=1, data_seeds=[1, 2], engine="compiled")
+
+
+def test_fixed_batch_repeats_one_batch_of_the_task():
+    """lib.tasks.FixedBatch: the task's batch of generators seeded seed + k, returned at every step,
+    so that a run's data do not depend on its data seeds; a non-task is refused by name."""
+    W = lib.lsa_teachers(3, [0, 1])
+    task = lib.AttentionTeacherTask(*W, T=5, batch=4, x_std=0.5, dtype=F64)
+    fixed = lib.tasks.FixedBatch(task, seed=11)
+    x, y = task.sample([torch.Generator().manual_seed(11 + k) for k in range(2)])
+    fx, fy = fixed.sample([torch.Generator().manual_seed(0)] * 2)
+    assert torch.equal(fx, x) and torch.equal(fy, y)
+    assert fixed.sample(None)[0] is fx
+    runs = []
+    for seeds in ([1, 2], [3, 4]):
+        model = lib.StackedGatedRNN(3, [4, 2], 3, [5, 6], dtype=F64)
+        out = lib.train_online(model, fixed, steps=4, data_seeds=seeds, log_every=2, lr=1e-2)
+        runs.append((out["loss"], torch.cat([p.detach().flatten() for p in model.parameters()])))
+    assert torch.equal(runs[0][0], runs[1][0]) and torch.equal(runs[0][1], runs[1][1])
+    assert not torch.equal(runs[0][0][0], runs[0][0][-1])          # it trained
+    with pytest.raises(TypeError, match="task must be a task"):
+        lib.tasks.FixedBatch(object())
+    with pytest.raises((TypeError, ValueError), match="seed"):
+        lib.tasks.FixedBatch(task, seed=1.5)
