@@ -12,7 +12,9 @@ that other processes share are left out), the minimum over repeats, both sides i
   adjoint, the readout and the loss; the three products with the (2n x n) output-gate matrix in
   BLAS), the gradients written straight into the flat buffer of ``lib.online.FlatAdamW``.  The
   reference differentiates the model's forward with autograd; both take the same AdamW update.
-  Target: >= 1.5x at both K.
+  Target: >= 1.5x at both K, decided by the best calls' ratio; the ratio of each round of
+  ``run.alternating_rounds`` is kept as well, and where those samples fall on both sides of the
+  target the reading says so (``run.target_reading``).
 * The floor: the step's three products with the output-gate matrix alone (forward o = W_out h,
   weight gradient g_o h^T, input gradient W_out^T g_o; 2 * 2n * n * TB flops each), as plain
   batched GEMMs on the same shapes.  The row gives the achieved GFLOP/s of both (the step's flops
@@ -42,7 +44,7 @@ import torch
 
 import lib
 from lib import architectures
-from benchmarks.run import alternating_best
+from benchmarks.run import alternating_best, alternating_rounds, target_reading
 
 F32, F64 = torch.float32, torch.float64
 D, N, T, B = 4, 100, 32, 64                   # the Chapter 11 teacher setting
@@ -116,17 +118,18 @@ def _gated_rows(quick: bool) -> list[dict]:
         fast_model, task = _setup(K)
         ref_model, _ = _setup(K)
         seeds = list(range(K))
-        t_ref, t_fast = alternating_best(
+        r_ref, r_fast = alternating_rounds(
             lambda: lib.train_online(ref_model, task, steps=steps, data_seeds=seeds, log_every=steps,
                                      engine="autograd"),
             lambda: lib.train_online(fast_model, task, steps=steps, data_seeds=seeds, log_every=steps),
             rounds, timer=time.thread_time)
+        t_ref, t_fast = min(r_ref), min(r_fast)
         per_ref, per_fast = t_ref / steps / K, t_fast / steps / K
         m64, t64 = _setup(K, F64)
         rows.append({"name": f"Part III step, teacher |h|=100, K={K}, 1 thread (per student-step)",
                      "reference_s": per_ref, "fast_s": per_fast, "ratio": per_ref / per_fast,
                      "max_rel_err": _grad_error(m64, t64, K), "target_ratio": TARGET,
-                     "K": K, "kind": "step"})
+                     "round_ratios": [a / b for a, b in zip(r_ref, r_fast)], "K": K, "kind": "step"})
         floor = _gemm_floor(K, rounds * 6)
         step_s = t_fast / steps
         rows.append({"name": f"  K={K}: step {step_flops(K) / step_s / 1e9:.1f} GFLOP/s, its 3 GEMMs alone "
@@ -189,9 +192,10 @@ def _processes(steps: int) -> dict:
 
 
 def targets_met(rows: list[dict]) -> list[str]:
-    """One line a target row: its ratio against the target, and whether it is met."""
-    return [f"{r['name']}: {r['ratio']:.2f}x (target >= {r['target_ratio']:g}x): "
-            f"{'met' if r['ratio'] >= r['target_ratio'] else 'NOT met'}"
+    """One line a target row: its ratio (best call against best call), the range of the rounds'
+    ratios, the target and the reading of ``run.target_reading``."""
+    return [f"{r['name']}: {r['ratio']:.2f}x (rounds {min(r['round_ratios']):.2f}-{max(r['round_ratios']):.2f}x; "
+            f"target >= {r['target_ratio']:g}x): {target_reading(r)}"
             for r in rows if r.get("target_ratio") is not None]
 
 
