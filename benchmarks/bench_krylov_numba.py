@@ -8,7 +8,7 @@ same blocks of four rows and the same reassociation that lets the dot products u
 measures what choosing between them turns on, in one run on one machine:
 
 1. the pass itself, n=1000, T=20, one Q and two P sequences (what a GD step of ``LinearRNN``
-   needs), at one and at two threads: best call of each (``run.alternating_best``), numba's time
+   needs), at one and at two threads: best call of each (``run.alternating_ratio``), numba's time
    over the C kernel's as the ratio;
 2. the cost of a new process: from ``import`` to the first result of each kernel in a fresh
    Python process whose caches are already filled (every chapter, test subprocess and worker is
@@ -36,7 +36,7 @@ import torch
 HERE = Path(__file__).resolve().parent
 
 from lib import krylov
-from benchmarks.run import alternating_best
+from benchmarks.run import alternating_ratio
 
 SIZE = dict(n=1000, T=20, kq=1, kp=2)
 
@@ -108,12 +108,12 @@ def bench_pass(threads: int, repeats: int) -> dict:
         Qr, Pr = krylov.krylov_rows(W, Q0, T, s, P0, kernel=False)
         (Qn, Pn), (Qc, Pc) = with_numba(), with_c()
         err = max(_rel(Qn, Qr.numpy()), _rel(Pn, Pr.numpy()), _rel(Qc.numpy(), Qr.numpy()), _rel(Pc.numpy(), Pr.numpy()))
-        t_numba, t_c = alternating_best(with_numba, with_c, repeats)
+        t_numba, t_c, rr = alternating_ratio(with_numba, with_c, repeats)
     finally:
         torch.set_num_threads(old_torch)
         numba.set_num_threads(old_numba)
     return dict(name=f"Krylov pass n={n} T={T}, {threads} thread(s): numba / C", reference_s=t_numba,
-                fast_s=t_c, ratio=t_numba / t_c, max_rel_err=err, target_ratio=0.9)
+                fast_s=t_c, ratio=t_numba / t_c, max_rel_err=err, target_ratio=0.9, round_ratios=rr)
 
 
 def _start(which: str, env: dict) -> dict:

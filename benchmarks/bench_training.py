@@ -26,7 +26,7 @@ import torch
 
 
 import lib  # noqa: E402
-from benchmarks.run import alternating_best
+from benchmarks.run import alternating_ratio
 
 F32, F64 = torch.float32, torch.float64
 
@@ -62,13 +62,13 @@ def run(quick: bool = False) -> list[dict]:
     # the stored CPU runs (tools/paper.py --threads 1, one run per core)
     for threads in (2, 1):
         torch.set_num_threads(threads)
-        t_ref, t_fast = alternating_best(
+        t_ref, t_fast, rr = alternating_ratio(
             lambda: lib.train_adamw(icl_ref_model, icl_batch, steps=steps, predict=lambda m, x: m(x)[:, -1],
                                     log_every=steps),
             lambda: lib.train_online(icl_stack, icl_task, steps=steps, data_seeds=[0], log_every=steps), rounds)
         rows.append({"name": f"AdamW step, ICL, |h|=80, B=64, T=13, last step, {threads} thread{'s' * (threads > 1)}",
                      "reference_s": t_ref / steps, "fast_s": t_fast / steps, "ratio": t_ref / t_fast,
-                     "max_rel_err": _grad_error(icl_stack, icl_task), "target_ratio": 3.0})
+                     "max_rel_err": _grad_error(icl_stack, icl_task), "target_ratio": 3.0, "round_ratios": rr})
     torch.set_num_threads(2)
 
     # teacher-student
@@ -84,13 +84,13 @@ def run(quick: bool = False) -> list[dict]:
     ts_task = lib.AttentionTeacherTask(*W, T=32, batch=64, x_std=0.5)
     ts_stack = lib.StackedGatedRNN(4, [100], 4, [0])
     ts_steps = max(steps // 2, 5)
-    t_ref, t_fast = alternating_best(
+    t_ref, t_fast, rr = alternating_ratio(
         lambda: lib.train_adamw(ts_ref_model, ts_batch, steps=ts_steps, log_every=ts_steps),
         lambda: lib.train_online(ts_stack, ts_task, steps=ts_steps, data_seeds=[0], log_every=ts_steps),
         rounds)
     rows.append({"name": "AdamW step, teacher, |h|=100, B=64, T=32", "reference_s": t_ref / ts_steps,
                  "fast_s": t_fast / ts_steps, "ratio": t_ref / t_fast,
-                 "max_rel_err": _grad_error(ts_stack, ts_task), "target_ratio": 1.3})
+                 "max_rel_err": _grad_error(ts_stack, ts_task), "target_ratio": 1.3, "round_ratios": rr})
 
     # a stack of 8 against 8 separate runs
     K = 8
@@ -102,12 +102,12 @@ def run(quick: bool = False) -> list[dict]:
         for k, m in enumerate(singles):
             lib.train_online(m, icl_task, steps=steps, data_seeds=[k], log_every=steps)
 
-    t_ref, t_fast = alternating_best(
+    t_ref, t_fast, rr = alternating_ratio(
         separate, lambda: lib.train_online(stack8, task8, steps=steps, data_seeds=list(range(K)), log_every=steps),
         max(rounds - 1, 1))
     rows.append({"name": f"stack of K={K} vs {K} runs, ICL, |h|=80", "reference_s": t_ref / steps,
                  "fast_s": t_fast / steps, "ratio": t_ref / t_fast,
-                 "max_rel_err": _grad_error(stack8, task8, k=3), "target_ratio": 1.5})
+                 "max_rel_err": _grad_error(stack8, task8, k=3), "target_ratio": 1.5, "round_ratios": rr})
     return rows
 
 

@@ -66,6 +66,13 @@ def alternating_best(ref, fast, rounds: int, block: int = 3, timer=time.perf_cou
     return min(t_ref), min(t_fast)
 
 
+def alternating_ratio(ref, fast, rounds: int, block: int = 3, timer=time.perf_counter) -> tuple[float, float, list]:
+    """:func:`alternating_best`'s two times and the ratio of each round (ref over fast), the
+    ``round_ratios`` of a benchmark row (same arguments as :func:`alternating_rounds`)."""
+    t_ref, t_fast = alternating_rounds(ref, fast, rounds, block, timer)
+    return min(t_ref), min(t_fast), [a / b for a, b in zip(t_ref, t_fast)]
+
+
 def straddles(row: dict) -> bool:
     """The row's rounds (``round_ratios``) fall on both sides of its target."""
     rr, target = row.get("round_ratios"), row.get("target_ratio")

@@ -54,6 +54,9 @@ def test_alternating_rounds_keeps_each_rounds_best_and_alternates():
     clock[0], calls[:] = 0.0, []
     durations = {"ref": iter([9, 5, 4, 6, 7, 3, 2, 8, 9, 1]), "fast": iter([9, 2, 3, 1, 4, 4, 4, 2, 1, 3])}
     assert run.alternating_best(timed("ref"), timed("fast"), rounds=3, block=2, timer=lambda: clock[0]) == (2, 1)
+    durations = {"ref": iter([9, 5, 4, 6, 7, 3, 2, 8, 9, 1]), "fast": iter([9, 2, 3, 1, 4, 4, 4, 2, 1, 3])}
+    assert run.alternating_ratio(timed("ref"), timed("fast"), rounds=3, block=2,
+                                 timer=lambda: clock[0]) == (2, 1, [4 / 2, 6 / 1, 2 / 4])
 
 
 def test_target_reading_adds_the_spread_of_the_rounds():
