@@ -43,7 +43,7 @@ def alternating_rounds(ref, fast, rounds: int, block: int = 3, timer=time.perf_c
     each is called once first (warm-up; the first call of a compiled kernel loads it).
     Returns two lists of ``rounds`` times, the best call of each block: round i of ``ref``
     and of ``fast`` ran next to each other, so their ratio is one sample of the speed-up, and
-    the spread of those samples is the measurement's own error scale.
+    the spread of those samples shows how far one run can be trusted.
     ``timer``: wall clock by default; ``time.thread_time`` (the calling thread's CPU time) for
     single-thread work on a machine that other processes share, whose waits it leaves out."""
     ref(), fast()
