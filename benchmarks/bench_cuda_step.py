@@ -32,13 +32,15 @@ from lib.book import experiments
 from tools import paper
 
 F32, F64 = torch.float32, torch.float64
-PAPER_STEPS = 781_250
+_EXP, _SPEC = experiments.run_of("arch_teacher")
+PAPER_STEPS = _SPEC.paper_steps(_EXP)        # the registry's: Figs. 4A/5 at the paper's steps
 
 
 def _group(name: str, i: int, dtype, device="cuda"):
     cfg = paper.config(name)
-    group = experiments.run_of(name)[1].groups[i]
-    d_in, d_out = paper._dims(cfg)
+    exp, spec = experiments.run_of(name)
+    group = spec.groups[i]
+    d_in, d_out = spec.dims(exp)
     model = architectures.build(group.kind, group.layers, d_in, group.widths, d_out, group.seeds,
                                 dtype=dtype, device=device)
     task = paper.make_task(cfg, group, dtype, device)

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import lib
-from lib.book.artefacts import load_run
+from lib.book.artefacts import load_finished_groups, load_run
 from lib.diagonal import DiagonalRecurrence
 
 F64 = torch.float64
@@ -225,6 +225,32 @@ def test_groups_are_independent_jobs(tmp_path, monkeypatch):
     assert not (root / "_tiny").exists()
     paper.run("_tiny", None, "cpu", False, 2, root, groups=[0])
     assert load_run("_tiny", root)["meta"]["steps"] == 4
+
+
+def test_a_run_in_progress_shows_its_finished_groups_and_the_others_steps(tmp_path, monkeypatch):
+    """load_finished_groups: a finished group comes back with its trained weights, a checkpoint as
+    its step, a file at another group's place is refused, and a joined run leaves nothing."""
+    root = tmp_path / "results"
+    paper = _tiny_run(monkeypatch, root)
+    assert load_finished_groups("_tiny", root) == {"paper_steps": 4, "n_groups": 2, "finished": [], "training": []}
+    paper.run("_tiny", None, "cpu", False, 2, root, groups=[1])
+    work = root / "runs" / "_tiny"
+    torch.save({"step": 3, "config": {"steps": 4}}, work / "group-0.checkpoint.pt")
+    progress = load_finished_groups("_tiny", root)
+    assert progress["training"] == [{"index": 0, "kind": "gated", "layers": 1, "step": 3, "steps": 4}]
+    [g] = progress["finished"]
+    assert (g["index"], g["kind"], g["steps"], g["widths"], g["data_seeds"]) == (1, "gru", 4, [2], [1005])
+    state = torch.load(work / "group-1.pt", weights_only=False)["state"]
+    got = g["model"].state_dict()
+    assert state and all(torch.equal(got[k], v.double()) for k, v in state.items())
+    assert len(g["members"]) == g["model"].K == 1
+    (work / "group-0.checkpoint.pt").unlink()
+    shutil.copy(work / "group-1.pt", work / "group-0.pt")            # the GRU group at the gated group's place
+    with pytest.raises(ValueError, match="group-0.pt.*not group 0"):
+        load_finished_groups("_tiny", root)
+    (work / "group-0.pt").unlink()
+    paper.run("_tiny", None, "cpu", False, 2, root, groups=[0])       # the last group: the run is joined
+    assert load_finished_groups("_tiny", root)["finished"] == []
 
 
 @pytest.mark.parametrize("name", ["teacher", "teacher_width", "icl", "icl_width", "arch_teacher", "arch_icl"])

@@ -46,7 +46,7 @@ import torch
 import lib
 from lib import architectures
 from lib.book import artefacts, experiments
-from lib.book.artefacts import RESULTS
+from lib.book.artefacts import RESULTS, work_folder
 from tools.common import ROOT, code_digest, device_name, git_commit, parse_value, update_manifest
 
 __all__ = ["run", "run_group", "assemble", "run_chapter", "glued_values", "work_folder", "main"]
@@ -64,12 +64,6 @@ def _versions() -> dict:
     import numpy
 
     return {"python": platform.python_version(), "torch": torch.__version__, "numpy": numpy.__version__}
-
-
-def _dims(cfg: dict) -> tuple[int, int]:
-    if cfg["task"] == "teacher":
-        return cfg["d"], cfg["d"]
-    return cfg["d_x"] + cfg["d_y"], cfg["d_y"]
 
 
 def config(name: str) -> dict:
@@ -97,12 +91,6 @@ def make_task(cfg: dict, group, dtype, device):
                        sigma_w2=cfg["sigma_w2"], sigma_x2=cfg["sigma_x2"], dtype=dtype, device=device)
 
 
-def work_folder(name: str, root: Path | None = None) -> Path:
-    """Where a run in progress keeps its groups: one checkpoint per group while it trains, one
-    finished file per group when it is done."""
-    return (Path(root) if root is not None else RESULTS) / "runs" / name
-
-
 def run_group(name: str, i: int, steps: int, device: str, progress: bool = False, log_every: int = 1000,
               root: Path | None = None) -> Path:
     """Train group ``i`` of run ``name`` for ``steps`` steps (resuming from its checkpoint) and write
@@ -115,7 +103,7 @@ def run_group(name: str, i: int, steps: int, device: str, progress: bool = False
     work.mkdir(parents=True, exist_ok=True)
     done = work / f"group-{i}.pt"
     device = torch.device(device)
-    d_in, d_out = _dims(cfg)
+    d_in, d_out = spec.dims(exp)
     task = make_task(cfg, group, torch.float32, device)
     model = architectures.build(group.kind, group.layers, d_in, group.widths, d_out, group.seeds,
                                 dtype=torch.float32, device=device)
@@ -172,7 +160,7 @@ def assemble(name: str, steps: int, root: Path | None = None, replace: bool = Fa
                              "Pass --replace to replace the stored run with it.")
         print(f"[paper] replacing {what}", flush=True)
     out.mkdir(parents=True, exist_ok=True)
-    d_in, d_out = _dims(cfg)
+    d_in, d_out = spec.dims(exp)
     task_info = {k: v for k, v in cfg.items() if k != "steps"}
     if cfg["task"] == "teacher":
         task_info["teachers"] = [w.clone() for w in lib.lsa_teachers(cfg["d"], cfg["teacher_seeds"],

@@ -20,7 +20,7 @@ import torch
 
 from ..data import sha256 as sha256_of
 
-__all__ = ["load_run", "load_chapter_run", "load_measurement", "at_steps", "chapter_folder", "glue_json", "jsonable", "RESULTS", "sha256_of",
+__all__ = ["load_run", "load_finished_groups", "work_folder", "load_chapter_run", "load_measurement", "at_steps", "chapter_folder", "glue_json", "jsonable", "RESULTS", "sha256_of",
            "manifest_path", "read_manifest", "verify"]
 
 RESULTS = Path(__file__).resolve().parents[2] / "results"
@@ -212,8 +212,6 @@ def load_run(name: str, root: str | Path | None = None) -> dict:
     records: files moved or swapped between runs).  The chapters that read a training run analyse
     it throughout, so a missing run fails them.
     """
-    from ..architectures import build
-
     name = _name("name", name)
     root = _root(root)
     folder = root / name
@@ -222,13 +220,67 @@ def load_run(name: str, root: str | Path | None = None) -> dict:
     meta = json.loads(files[1].read_text())
     data = torch.load(files[0], map_location="cpu", weights_only=False)
     _same_run(name, meta, data, folder)
-    groups = []
-    for g in data["groups"]:
-        kind, layers = g.get("kind", "gated"), g.get("layers", 1)
-        model = build(kind, layers, data["d_in"], g["widths"], data["d_out"], g["seeds"], dtype=torch.float64)
-        model.load_state_dict({k: v.double() for k, v in g["state"].items()})
-        groups.append({"kind": kind, "layers": layers, "widths": g["widths"], "seeds": g["seeds"], "pool": g.get("pool"),
-                       "history": g["history"], "seconds": g["seconds"], "model": model,
-                       "snapshots": g.get("snapshots", {}), "segments": g.get("segments", []),
-                       "members": [model.member(k) for k in range(model.K)]})
-    return {"meta": meta, "task": data["task"], "groups": groups}
+    return {"meta": meta, "task": data["task"], "groups": [_group(g, data["d_in"], data["d_out"]) for g in data["groups"]]}
+
+
+def _group(g: dict, d_in: int, d_out: int) -> dict:
+    """One stored group with its networks rebuilt in float64 (a stacked model and its members)."""
+    from ..architectures import build
+
+    kind, layers = g.get("kind", "gated"), g.get("layers", 1)
+    model = build(kind, layers, d_in, g["widths"], d_out, g["seeds"], dtype=torch.float64)
+    model.load_state_dict({k: v.double() for k, v in g["state"].items()})
+    return {"kind": kind, "layers": layers, "widths": g["widths"], "seeds": g["seeds"], "pool": g.get("pool"),
+            "history": g["history"], "seconds": g["seconds"], "model": model,
+            "snapshots": g.get("snapshots", {}), "segments": g.get("segments", []),
+            "members": [model.member(k) for k in range(model.K)]}
+
+
+def work_folder(name: str, root: str | Path | None = None) -> Path:
+    """Where a run in progress keeps its groups, ``results/runs/NAME``: one checkpoint per group
+    while it trains, one finished file per group when it is done (``tools/paper.py`` writes them
+    and joins the finished groups into ``results/NAME`` when all are done)."""
+    return _root(root) / "runs" / _name("name", name)
+
+
+def load_finished_groups(name: str, root: str | Path | None = None) -> dict:
+    """The state of run ``name`` while it trains group by group: its groups that are finished in
+    :func:`work_folder`, with float64 networks as in :func:`load_run`, and how far the others are.
+
+    Returns ``{"paper_steps": int, "n_groups": int, "finished": [group], "training": [{"index",
+    "kind", "layers", "step", "steps"}]}``, each finished group as in :func:`load_run` plus its
+    ``"index"`` in the registry, its ``"steps"`` and ``"data_seeds"``; both lists are empty when
+    no run of ``name`` is in progress (the folder is absent: not started, or already joined).
+    A finished group's file is the one ``tools/paper.py`` writes, committed with the repository,
+    and carries its provenance (every segment's commit, code digest, device and steps); it is not
+    in the manifest, which lists joined runs.  Raises ``ValueError`` if a file is not the group
+    the registry declares at its index (architecture, widths, seeds or data seeds differ).
+    """
+    from . import experiments
+
+    name = _name("name", name)
+    exp, spec = experiments.run_of(name)
+    d_in, d_out = spec.dims(exp)
+    folder = work_folder(name, root)
+    finished, training = [], []
+    for i, declared in enumerate(spec.groups):
+        done, ckpt = folder / f"group-{i}.pt", folder / f"group-{i}.checkpoint.pt"
+        if not (done.is_file() or ckpt.is_file()):
+            continue
+        f = done if done.is_file() else ckpt
+        data = torch.load(f, map_location="cpu", weights_only=False)
+        if done.is_file():
+            stored = (data.get("kind", "gated"), data.get("layers", 1), list(data["widths"]), list(data["seeds"]),
+                      list(data["data_seeds"]))
+            expect = (declared.kind, declared.layers, list(declared.widths), list(declared.seeds),
+                      declared.member_data_seeds)
+            if stored != expect:
+                raise ValueError(f"{f} holds the group (kind, layers, widths, seeds, data seeds) {stored}, not group "
+                                 f"{i} of the run {name!r} as declared {expect}: files moved between runs or groups")
+            finished.append({**_group(data, d_in, d_out), "index": i, "steps": data["steps"],
+                             "data_seeds": list(data["data_seeds"])})
+        else:
+            training.append({"index": i, "kind": declared.kind, "layers": declared.layers, "step": int(data["step"]),
+                             "steps": int(data["config"]["steps"])})
+    return {"paper_steps": spec.paper_steps(exp), "n_groups": len(spec.groups), "finished": finished,
+            "training": training}

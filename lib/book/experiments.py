@@ -109,6 +109,14 @@ class OnlineRun:
             cfg.update(teacher_seeds=list(self.teacher_seeds), teacher_scale=self.teacher_scale)
         return cfg
 
+    def dims(self, exp: "Experiment") -> tuple[int, int]:
+        """(d_in, d_out) of the run's networks: the teacher's dimension twice, or, in context,
+        the tokens' d_x + d_y and the prediction's d_y."""
+        cfg = self.config(exp)
+        if self.task == "teacher":
+            return cfg["d"], cfg["d"]
+        return cfg["d_x"] + cfg["d_y"], cfg["d_y"]
+
     def paper_steps(self, exp: "Experiment") -> int:
         """The paper's step count for what this run trains (its own steps unless ``paper_steps_of``
         names another setting)."""
