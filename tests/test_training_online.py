@@ -1,6 +1,7 @@
 """lib.train_online, lib.StackedGatedRNN, the Part III tasks and the paper-scale artefacts."""
 import json
 import math
+import os
 import shutil
 
 import pytest
@@ -253,6 +254,64 @@ def test_a_run_in_progress_shows_its_finished_groups_and_the_others_steps(tmp_pa
     assert load_finished_groups("_tiny", root)["finished"] == []
 
 
+def test_jobs_run_at_most_the_limit_at_a_time(tmp_path, monkeypatch):
+    """_submit keeps at most `jobs` groups running (the next starts when one is done), submits
+    each group once, and raises a failed group; the local default is one process a core."""
+    submitit = pytest.importorskip("submitit")
+    from tools import paper
+
+    state = {"running": 0, "most": 0, "submitted": []}
+
+    class Job:
+        def __init__(self, i):
+            self.i, self.polls = i, 0
+            state["running"] += 1
+            state["most"] = max(state["most"], state["running"])
+
+        def done(self):
+            self.polls += 1
+            return self.polls >= 2 + self.i % 3              # groups finish at different times
+
+        def result(self):
+            state["running"] -= 1
+            if self.i == 99:
+                raise RuntimeError("group 99 failed")
+            return "ok"
+
+    class Executor:
+        def __init__(self, folder, cluster):
+            pass
+
+        def update_parameters(self, **kw):
+            pass
+
+        def submit(self, fn, name, i, *args):
+            state["submitted"].append(i)
+            return Job(i)
+
+    monkeypatch.setattr(submitit, "AutoExecutor", Executor)
+    paper._submit("_x", list(range(7)), 2, "cpu", 1, tmp_path, "local", 1, jobs=2, poll_s=0)
+    assert state["most"] == 2 and sorted(state["submitted"]) == list(range(7)) and state["running"] == 0
+    state.update(most=0, submitted=[])
+    paper._submit("_x", [0, 1, 2], 2, "cpu", 1, tmp_path, "slurm", 1, poll_s=0)
+    assert state["most"] == 3                                  # SLURM: all at once, the scheduler queues
+    with pytest.raises(RuntimeError, match="group 99"):
+        paper._submit("_x", [99, 1, 2], 2, "cpu", 1, tmp_path, "local", 1, jobs=1, poll_s=0)
+    assert paper.job_limit("local", 1, None, 10) == max(1, os.cpu_count() or 1)
+    assert paper.job_limit("local", 64, None, 10) == 1 and paper.job_limit("local", 1, 3, 10) == 3
+
+
+@pytest.mark.parametrize("args, message", [(["--jobs", "0", "--executor", "local"], "--jobs must be a positive"),
+                                           (["--jobs", "2"], "used with --executor"),
+                                           (["--threads", "0"], "--threads must be a positive")])
+def test_run_options_are_refused_by_name_before_any_work(args, message, tmp_path):
+    from tools import paper
+
+    with pytest.raises(SystemExit, match=message):
+        paper.main(["run", "teacher_width", "--results", str(tmp_path), *args])
+    assert not any(tmp_path.iterdir())
+
+
 @pytest.mark.parametrize("name", ["teacher", "teacher_width", "icl", "icl_width", "arch_teacher", "arch_icl"])
 def test_committed_artefacts_load(name):
     """Every paper-scale artefact in the repository matches its checksum and its configuration."""
@@ -288,7 +347,7 @@ def test_groups_run_as_jobs_through_submitit(tmp_path):
     from tools import paper
 
     root = tmp_path / "results"
-    out = paper.run("teacher_width", 2, "cpu", False, 1, root, executor="local", threads=1)
+    out = paper.run("teacher_width", 2, "cpu", False, 1, root, executor="local", threads=1, jobs=2)
     assert out == root / "teacher_width"
     run = load_run("teacher_width", root)
     assert run["meta"]["steps"] == 2 and len(run["meta"]["group_segments"]) == 4

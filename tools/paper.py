@@ -2,7 +2,7 @@
 
     python -m tools.paper list                       the runs the registry declares, and what is stored
     python -m tools.paper run NAME [--steps N] [--group I ...] [--device cuda] [--executor local|slurm]
-                                  [--replace] [--threads N] [--progress]
+                                  [--jobs N] [--replace] [--threads N] [--progress]
     python -m tools.paper chapter NN [-p NAME VALUE ...]
 
 Every run is declared once, in the experiment registry (``lib/book/experiments.py``):
@@ -11,15 +11,16 @@ Every run is declared once, in the experiment registry (``lib/book/experiments.p
   ``arch_icl``) is an :class:`~lib.book.experiments.OnlineRun`: its task and sizes are the paper
   column of its chapter's settings, its networks groups of :mod:`lib.architectures`.  ``run``
   trains the groups with :func:`lib.online.train_online` into ``results/runs/NAME/`` -- one
-  checkpoint per group while it trains (written every 1 % of the steps; committed, a later
-  session resumes it), one file per finished group -- and, when every group is finished, joins
+  checkpoint per group while it trains (written every 1 % of the steps; committed, a run in
+  another checkout resumes it), one file per finished group -- and, when every group is finished, joins
   them into ``results/NAME/run.pt`` (trained weights, loss histories, weight snapshots, teacher
   weights and task settings) and ``results/NAME/meta.json`` (settings, seeds, every segment of
   the run with its commit, code digest, device and steps, versions, wall time), and records both
   checksums in ``results/MANIFEST.sha256``.  A stored run is replaced only with ``--replace``.
   Groups are independent jobs: ``--group I`` trains one (one process a core on a CPU), and
   ``--executor local|slurm`` submits every unfinished group as a job through submitit (local
-  processes, or a SLURM cluster), then joins them;
+  processes, or a SLURM cluster), ``--jobs N`` of them at a time (local default: one a core for
+  ``--threads 1``), then joins them;
 * a Part I chapter whose paper scale is stored (``ch04``, ``ch05``, ``ch06``) is executed at
   ``scale="paper"`` by ``chapter NN``; what it glued is stored in ``results/chNN_NAME/glued.json``
   beside its meta.
@@ -191,9 +192,22 @@ def assemble(name: str, steps: int, root: Path | None = None, replace: bool = Fa
     return out
 
 
+def job_limit(executor: str, threads: int | None, jobs: int | None, n: int) -> int:
+    """How many groups run at once: ``jobs`` when given; else, on local processes, one process for
+    every ``threads`` cores (one thread each: a process a core; more would fight over the cores),
+    and on SLURM all ``n`` (the scheduler queues them)."""
+    if jobs is not None:
+        return jobs
+    if executor == "local":
+        return max(1, (os.cpu_count() or 1) // (threads or 1))
+    return max(1, n)
+
+
 def _submit(name: str, todo: list[int], steps: int, device: str, log_every: int, root, executor: str,
-            threads: int | None) -> None:
-    """Every group in ``todo`` as one job of submitit (local processes or SLURM), waited for."""
+            threads: int | None, jobs: int | None = None, poll_s: float = 2.0) -> None:
+    """Every group in ``todo`` as one job of submitit (local processes or SLURM), at most
+    :func:`job_limit` at a time (the next one starts when one finishes), waited for; a failed job
+    is raised when it is seen, after which no new job starts."""
     try:
         import submitit
     except ImportError:
@@ -202,11 +216,19 @@ def _submit(name: str, todo: list[int], steps: int, device: str, log_every: int,
     ex = submitit.AutoExecutor(folder=logs, cluster=None if executor == "slurm" else "local")
     ex.update_parameters(timeout_min=7 * 24 * 60, cpus_per_task=threads or 1,
                          **({"gpus_per_node": 1} if device == "cuda" else {}))
-    jobs = [ex.submit(_job, name, i, steps, device, log_every, None if root is None else str(root), threads)
-            for i in todo]
-    print(f"[paper] {name}: {len(jobs)} job(s) submitted ({executor}); logs in {logs}", flush=True)
-    for job in jobs:
-        job.result()
+    limit = job_limit(executor, threads, jobs, len(todo))
+    print(f"[paper] {name}: {len(todo)} job(s) ({executor}), at most {limit} at a time; logs in {logs}", flush=True)
+    pending, running = list(todo), []
+    while pending or running:
+        while pending and len(running) < limit:
+            running.append(ex.submit(_job, name, pending.pop(0), steps, device, log_every,
+                                     None if root is None else str(root), threads))
+        done = [job for job in running if job.done()]
+        for job in done:
+            running.remove(job)
+            job.result()                          # a failed group raises here
+        if not done:
+            time.sleep(poll_s)
 
 
 def _job(name, i, steps, device, log_every, root, threads) -> str:
@@ -217,9 +239,10 @@ def _job(name, i, steps, device, log_every, root, threads) -> str:
 
 def run(name: str, steps: int | None = None, device: str = "cpu", progress: bool = False, log_every: int = 1000,
         results: Path | None = None, groups: list[int] | None = None, replace: bool = False,
-        executor: str | None = None, threads: int | None = None) -> Path:
+        executor: str | None = None, threads: int | None = None, jobs: int | None = None) -> Path:
     """Train the groups of run ``name`` (all, or those listed) that are not finished, then join them
-    into the stored run once every group is finished."""
+    into the stored run once every group is finished.  With ``executor`` each group is a job,
+    ``jobs`` of them at a time (see :func:`job_limit`)."""
     exp, spec = experiments.run_of(name)
     steps = steps or config(name)["steps"]
     n = len(spec.groups)
@@ -230,7 +253,7 @@ def run(name: str, steps: int | None = None, device: str = "cpu", progress: bool
     work = work_folder(name, results)
     todo = [i for i in todo if not _finished(work, i, steps)]
     if executor is not None:
-        _submit(name, todo, steps, device, log_every, results, executor, threads)
+        _submit(name, todo, steps, device, log_every, results, executor, threads, jobs)
     else:
         for i in todo:
             run_group(name, i, steps, device, progress, log_every, results)
@@ -353,6 +376,8 @@ def main(argv=None) -> int:
                    help="train only this group (repeatable); the run is stored once every group is finished")
     r.add_argument("--executor", choices=("local", "slurm"), default=None,
                    help="submit every unfinished group as a job through submitit")
+    r.add_argument("--jobs", type=int, default=None,
+                   help="with --executor: groups at a time (default: local, one a core per --threads; slurm, all)")
     r.add_argument("--replace", action="store_true", help="replace the stored run of this name")
     c = sub.add_parser("chapter", help="execute a Part I chapter at scale='paper' and store what it glued")
     c.add_argument("number", help="chapter: " + ", ".join(e.chapter[:2] for e in experiments.stored_chapters()))
@@ -374,10 +399,15 @@ def main(argv=None) -> int:
             raise SystemExit("--steps must be a positive integer")
         if args.device.startswith("cuda") and not torch.cuda.is_available():
             raise SystemExit(f"--device {args.device}: no CUDA device is available here; use --device cpu")
+        if args.threads is not None and args.threads < 1:
+            raise SystemExit("--threads must be a positive integer")
+        if args.jobs is not None and (args.jobs < 1 or args.executor is None):
+            raise SystemExit("--jobs must be a positive integer, and is used with --executor local|slurm "
+                             f"(without it the groups run one after another in this process), got {args.jobs}")
         if args.threads:
             torch.set_num_threads(args.threads)
         out = run(args.name, args.steps, args.device, args.progress, args.log_every, args.results, args.group,
-                  args.replace, args.executor, args.threads)
+                  args.replace, args.executor, args.threads, args.jobs)
         print(f"[paper] wrote {out}")
         return 0
     list_runs()
