@@ -17,7 +17,7 @@ that other processes share are left out), the minimum over repeats, both sides i
   target the reading says so (``run.target_reading``).
 * The floor: the step's three products with the output-gate matrix alone (forward o = W_out h,
   weight gradient g_o h^T, input gradient W_out^T g_o; 2 * 2n * n * TB flops each), as plain
-  batched GEMMs on the same shapes.  The row gives the achieved GFLOP/s of both (the step's flops
+  GEMMs on the same shapes, member after member as the step takes them.  The row gives the achieved GFLOP/s of both (the step's flops
   counted by ``step_flops``) and the step's time over the GEMMs' (informational).
 * The networks of Fig. 4 on in-context regression (T + 1 = 13 tokens, d = 6, batch 64; a group
   of four networks of widths 16, 32, 64, 32, as the paper's runs train them): the same two
@@ -97,10 +97,12 @@ def _gemm_floor(K: int, reps: int) -> float:
     go = torch.randn(K, 2 * N, C, generator=g)
     o, gW, a = torch.empty(K, 2 * N, C), torch.empty(K, 2 * N, N), torch.empty(K, N, C)
 
-    def products():
-        torch.bmm(W, h, out=o)                          # forward: o = W_out h
-        torch.bmm(go, h.transpose(1, 2), out=gW)        # dL/dW_out = g_o h^T
-        torch.bmm(W.transpose(1, 2), go, out=a)         # dL/dh = W_out^T g_o
+    def products():                                     # member by member, as the step takes them
+        for k in range(K):
+            one = slice(k, k + 1)
+            torch.bmm(W[one], h[one], out=o[one])                       # forward: o = W_out h
+            torch.bmm(go[one], h[one].transpose(1, 2), out=gW[one])     # dL/dW_out = g_o h^T
+            torch.bmm(W[one].transpose(1, 2), go[one], out=a[one])      # dL/dh = W_out^T g_o
 
     products()
     best = float("inf")
