@@ -17,8 +17,9 @@ that other processes share are left out), the minimum over repeats, both sides i
   target the reading says so (``run.target_reading``).
 * The floor: the step's three products with the output-gate matrix alone (forward o = W_out h,
   weight gradient g_o h^T, input gradient W_out^T g_o; 2 * 2n * n * TB flops each), as plain
-  GEMMs on the same shapes, member after member as the step takes them.  The row gives the achieved GFLOP/s of both (the step's flops
-  counted by ``step_flops``) and the step's time over the GEMMs' (informational).
+  GEMMs on the same shapes, member after member as the step takes them.  The row gives the
+  achieved GFLOP/s of both (the step's flops counted by ``step_flops``) and the step's time over
+  the GEMMs' (informational).
 * The networks of Fig. 4 on in-context regression (T + 1 = 13 tokens, d = 6, batch 64; a group
   of four networks of widths 16, 32, 64, 32, as the paper's runs train them): the same two
   engines of ``lib.train_online``, per step of the group (informational: one row an

@@ -71,11 +71,11 @@ def _step(fns, params, x: torch.Tensor, y: torch.Tensor, last_only: bool,
     threads now).
 
     The members are independent, and their step is taken one member after the other, each pass
-    and product on one member's arrays: at the teacher setting (|h| = 100, T B = 2,048 columns)
-    every pass and product ran faster per member so than on three members' arrays at once (a
-    working set a third the size; ``benchmarks/bench_online_step.py`` times K = 1 and K = 3)."""
+    and product on one member's arrays, a working set a third the size of three members' at the
+    teacher setting (|h| = 100, T B = 2,048 columns); ``benchmarks/bench_online_step.py`` times
+    a student-step at K = 1 and K = 3."""
     K = x.shape[0]
-    if K == 1:
+    if K == 1:                                     # one member: its losses as they are, no copy
         return _member_step(fns, params, x, y, last_only, grads, threads)
     losses = x.new_empty(K)
     for k in range(K):
