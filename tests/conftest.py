@@ -1,7 +1,13 @@
 """Test ordering: the slow end-to-end book tests (marker ``book``) run after everything else,
-so a library failure is reported within seconds.  Shared data: ``tiny_xy``."""
+so a library failure is reported within seconds.  Shared data: ``tiny_xy``.
+
+The suite's default dtype is float64, set once here, before any test module is imported: each
+test file then runs alone as it runs in the whole suite (a default set in some modules only
+would hold for every module collected after them, and for none when a file runs by itself)."""
 import pytest
 import torch
+
+torch.set_default_dtype(torch.float64)
 
 
 def pytest_collection_modifyitems(config, items):

@@ -7,8 +7,6 @@ from hypothesis import strategies as st
 
 import lib
 
-torch.set_default_dtype(torch.float64)
-
 
 def _weights(d, seed, d_k=None):
     g = torch.Generator().manual_seed(seed)

@@ -13,8 +13,6 @@ from lib.scaled_conv import conv_features, rho_ridge
 from lib.linear_teacher import add_output_noise, delay_taps, linear_teacher_dataset
 from lib.training import r2_score, train_minibatch
 
-torch.set_default_dtype(torch.float64)
-
 
 def _cond_matrix(cond: float, d: int = 3, dtype=torch.float64) -> torch.Tensor:
     g = torch.Generator().manual_seed(0)
@@ -59,8 +57,6 @@ ERRORS = [
     ("s1_sequences nan", lambda: s1_sequences(np.full((100, 3), np.nan), np.zeros((100, 2)), T=5),
      ValueError, ["spikes", "NaN"]),
 ]
-
-
 
 
 def test_rho_with_a_tiny_nu_w_is_finite_and_right():
@@ -121,8 +117,6 @@ EMPTY_AND_MIXED = [
     ("LinearRNN larger than memory", lambda: lib.LinearRNN(10**6, 1, 1, nu_W=0.5, nu_F=1.0, nu_C=1.0, seed=0),
      MemoryError, ["n = 1000000", "GiB"]),
 ]
-
-
 
 
 _E, _x3 = torch.eye(3), torch.randn(2, 4, 3)

@@ -8,8 +8,6 @@ from hypothesis import strategies as st
 
 import lib
 
-torch.set_default_dtype(torch.float64)
-
 
 def _rel(a, b):
     return float(((a - b).norm() / b.norm()).detach())

@@ -10,8 +10,6 @@ from hypothesis import strategies as st
 
 import lib
 
-torch.set_default_dtype(torch.float64)
-
 
 def test_fourth_moment_and_trace_symbolic():
     """Tr E[XX^T XX^T] = n d_x s^4 (n + d_x - 1/5) by exact expansion for small n, d_x."""

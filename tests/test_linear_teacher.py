@@ -9,8 +9,6 @@ from hypothesis import strategies as st
 
 import lib
 
-torch.set_default_dtype(torch.float64)
-
 
 # ----------------------------------------------------------------------------- noise / SNR
 

@@ -7,7 +7,6 @@ import torch
 
 import lib
 
-torch.set_default_dtype(torch.float64)
 REL = 1e-10
 
 

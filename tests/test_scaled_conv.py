@@ -9,8 +9,6 @@ from hypothesis import strategies as st
 import lib
 from lib import scaled_conv as S
 
-torch.set_default_dtype(torch.float64)
-
 
 def rel(a, b):
     return float((a - b).norm() / b.norm())

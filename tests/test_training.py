@@ -6,8 +6,6 @@ import torch
 
 import lib
 
-torch.set_default_dtype(torch.float64)
-
 
 def rel(a, b):
     return float((a - b).norm() / b.norm())
