@@ -205,17 +205,25 @@ def test_artefact_checksums_are_verified(tmp_path, monkeypatch):
 
 
 def test_a_stored_run_is_replaced_only_when_asked(tmp_path, monkeypatch):
-    """A second run of a stored name stays in runs/NAME; --replace replaces the stored run."""
+    """A second run of a stored name stays in runs/NAME; --replace replaces the stored run and
+    keeps the replaced one, verified, in NAME/replaced."""
     root = tmp_path / "results"
     paper = _tiny_run(monkeypatch, root)
     paper.run("_tiny", None, "cpu", False, 2, root)
     stored = (root / "_tiny" / "run.pt").read_bytes()
+    with pytest.raises(FileNotFoundError, match="--replace"):
+        load_run("_tiny", root, replaced=True)                        # nothing replaced yet
     with pytest.raises(SystemExit, match="is a stored run.*--replace"):
         paper.run("_tiny", 2, "cpu", False, 1, root)
     assert (root / "_tiny" / "run.pt").read_bytes() == stored          # untouched
     assert (root / "runs" / "_tiny" / "group-0.pt").is_file()          # the new run is kept
     paper.run("_tiny", 2, "cpu", False, 1, root, replace=True)
     assert load_run("_tiny", root)["meta"]["steps"] == 2
+    assert (root / "_tiny" / "replaced" / "run.pt").read_bytes() == stored
+    assert load_run("_tiny", root, replaced=True)["meta"]["steps"] == 4
+    (root / "_tiny" / "replaced" / "meta.json").write_text("{}")
+    with pytest.raises(ValueError, match="checksum mismatch"):
+        load_run("_tiny", root, replaced=True)
 
 
 def test_groups_are_independent_jobs(tmp_path, monkeypatch):

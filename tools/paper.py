@@ -140,8 +140,10 @@ def _finished(work: Path, i: int, steps: int) -> bool:
 def assemble(name: str, steps: int, root: Path | None = None, replace: bool = False) -> Path:
     """Join the finished groups of ``runs/NAME`` into the stored run ``NAME/run.pt`` + ``meta.json``.
 
-    A stored run is replaced only with ``replace=True`` (``--replace``), and the replaced run is
-    named; the manifest gets both checksums, and ``runs/NAME`` is removed."""
+    A stored run is replaced only with ``replace=True`` (``--replace``); the replaced run is
+    named and kept, with its checksums, in ``NAME/replaced/`` (a chapter can then show what the
+    new run changed; an earlier replaced run there is overwritten).  The manifest gets the
+    checksums, and ``runs/NAME`` is removed."""
     exp, spec = experiments.run_of(name)
     cfg = config(name)
     root = Path(root) if root is not None else RESULTS
@@ -159,7 +161,7 @@ def assemble(name: str, steps: int, root: Path | None = None, replace: bool = Fa
         if not replace:
             raise SystemExit(f"{what} is a stored run; the new run stays in {work}. "
                              "Pass --replace to replace the stored run with it.")
-        print(f"[paper] replacing {what}", flush=True)
+        print(f"[paper] replacing {what}; it is kept in {out / 'replaced'}", flush=True)
     out.mkdir(parents=True, exist_ok=True)
     d_in, d_out = spec.dims(exp)
     task_info = {k: v for k, v in cfg.items() if k != "steps"}
@@ -169,6 +171,13 @@ def assemble(name: str, steps: int, root: Path | None = None, replace: bool = Fa
     groups = [{k: v for k, v in p.items() if k != "steps"} for p in parts]
     tmp = out / "run.pt.tmp"
     torch.save({"name": name, "task": task_info, "groups": groups, "d_in": d_in, "d_out": d_out}, tmp)
+    if (out / "run.pt").exists():                                     # replace=True: keep the replaced run
+        kept = out / "replaced"
+        kept.mkdir(exist_ok=True)
+        for f in ("run.pt", "meta.json"):
+            if (out / f).is_file():
+                os.replace(out / f, kept / f)
+        update_manifest(root, [f for f in (kept / "run.pt", kept / "meta.json") if f.is_file()])
     os.replace(tmp, out / "run.pt")
     segments = [seg for p in parts for seg in p["segments"]]
     paper_steps = spec.paper_steps(exp)

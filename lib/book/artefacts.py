@@ -197,11 +197,13 @@ def glue_json(name: str, value, digits: int = 6):
     return value
 
 
-def load_run(name: str, root: str | Path | None = None) -> dict:
-    """The artefact of experiment ``name``, verified against the manifest.
+def load_run(name: str, root: str | Path | None = None, replaced: bool = False) -> dict:
+    """The artefact of experiment ``name``, verified against the manifest; with ``replaced``, the
+    run it replaced (``NAME/replaced/``, kept by ``python -m tools.paper run NAME --replace``).
 
     Used in Chapter 11, section "sec-teacher-paper", Chapter 12, section "sec-icl-paper", and
-    Chapter 13, section "sec-fig4-stored", to load the stored paper-scale runs.
+    Chapter 13, section "sec-fig4-stored", to load the stored paper-scale runs, and in Chapter 13,
+    section "sec-fig4-paper-steps", to load the run a joined run replaced.
 
     Returns ``{"meta": dict, "task": dict, "groups": [{"kind", "layers", "widths", "seeds", "pool",
     "history", "snapshots", "segments", "model", "members"}]}`` with float64 models: for gated groups a StackedGatedRNN
@@ -214,9 +216,9 @@ def load_run(name: str, root: str | Path | None = None) -> dict:
     """
     name = _name("name", name)
     root = _root(root)
-    folder = root / name
+    folder = root / name / "replaced" if replaced else root / name
     files = [folder / "run.pt", folder / "meta.json"]
-    verify(files, root, f"make paper EXP={name}")
+    verify(files, root, f"python -m tools.paper run {name} --replace" if replaced else f"make paper EXP={name}")
     meta = json.loads(files[1].read_text())
     data = torch.load(files[0], map_location="cpu", weights_only=False)
     _same_run(name, meta, data, folder)
