@@ -113,6 +113,26 @@ def test_chapters_that_read_stored_runs_are_re_executed_when_a_run_changes(tmp_p
     assert digests("a", "d") == first                              # another run changed: nothing
     changed = digests("b", "d")
     assert changed[0] != first[0] and changed[1] == first[1]       # its run changed: the reader only
+    # a run in progress (results/runs/NAME, not in the manifest): a new checkpoint or finished
+    # group re-executes the chapter that reads NAME, and only that one
+    (tmp_path / "runs" / "teacher").mkdir(parents=True)
+    (tmp_path / "runs" / "teacher" / "group-0.checkpoint.pt").write_bytes(b"step 1")
+    assert digests("b", "d") == changed
+    work = tmp_path / "runs" / "icl"
+    work.mkdir()
+    (work / "group-0.checkpoint.pt").write_bytes(b"step 1")
+    step1 = digests("b", "d")
+    assert step1[0] != changed[0] and step1[1] == changed[1]
+    (work / "group-0.checkpoint.pt").write_bytes(b"step 2")
+    step2 = digests("b", "d")
+    assert step2[0] != step1[0] and step2[1] == step1[1]
+    (work / "group-0.checkpoint.pt").unlink()
+    (work / "group-0.pt").write_bytes(b"finished")
+    assert digests("b", "d")[0] not in (step1[0], step2[0])
+    everything = tmp_path / "99_all.md"                            # stored: all, a run only in progress included
+    everything.write_text(_READER.replace("stored: [icl]", "stored: all"))
+    (tmp_path / "runs" / "new").mkdir()
+    assert book.dependencies(everything)["stored"] == ["icl", "new", "teacher"]
     assert book.dependencies(reader) == {"stored": ["icl"], "reads": []}
     bad = tmp_path / "13_bad.md"
     bad.write_text(_READER.replace("stored: [icl]", "reads: [everything]"))

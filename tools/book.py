@@ -206,20 +206,27 @@ def dependencies(src: Path) -> dict:
     if stored == "all":
         from lib.book.artefacts import read_manifest
 
-        stored = sorted({k.split("/", 1)[0] for k in read_manifest(RESULTS)})
+        runs = RESULTS / "runs"
+        in_progress = {p.name for p in runs.iterdir() if p.is_dir()} if runs.is_dir() else set()
+        stored = sorted({k.split("/", 1)[0] for k in read_manifest(RESULTS)} | in_progress)
     return {"stored": list(stored), "reads": list(declared.get("reads", []))}
 
 
 def stored_digest(names) -> bytes:
-    """The manifest lines of the stored runs ``names`` (so that a chapter is re-executed when a
-    run it reads changes, and only then)."""
+    """The manifest lines of the stored runs ``names``, and the SHA-256 of every file of each
+    one's run in progress (``results/runs/NAME/*.pt``: its checkpoints and finished groups, which
+    the manifest does not list), so that a chapter is re-executed when a run it reads changes or
+    advances, and only then."""
     from lib.book.artefacts import read_manifest
+    from lib.data import sha256
 
     lines = read_manifest(RESULTS)
     out = []
     for name in sorted(names):
         files = sorted(k for k in lines if k.split("/", 1)[0] == name)
         out += [f"{lines[k]}  {k}" for k in files] or [f"{name}: not stored"]
+        work = RESULTS / "runs" / name
+        out += [f"{sha256(f)}  runs/{name}/{f.name}" for f in sorted(work.glob("*.pt"))] if work.is_dir() else []
     return "\n".join(out).encode()
 
 
