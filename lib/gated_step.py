@@ -70,12 +70,16 @@ def _step(fns, params, x: torch.Tensor, y: torch.Tensor, last_only: bool,
     contiguous, of x's dtype; ``threads``: the kernel's threads (default: torch's intra-op
     threads now).
 
-    The members are independent, and their step is taken one member after the other, each pass
-    and product on one member's arrays, a working set a third the size of three members' at the
-    teacher setting (|h| = 100, T B = 2,048 columns); ``benchmarks/bench_online_step.py`` times
-    a student-step at K = 1 and K = 3."""
+    The members are independent. When every step is read, their step is taken one member after
+    the other, each pass and product on one member's arrays: at the teacher setting (|h| = 100,
+    T B = 2,048 columns a member) a working set a third the size of three members', and a
+    student-step at K = 3 costs about what it costs at K = 1 (``benchmarks/bench_online_step.py``
+    times both).  When only the last step is read (in-context regression), a member's products
+    have B columns and its step is mostly per-call overhead, which the members share when each
+    pass and product takes them all at once (``benchmarks/bench_training.py``, a stack of 8
+    against 8 separate runs)."""
     K = x.shape[0]
-    if K == 1:                                     # one member: its losses as they are, no copy
+    if K == 1 or last_only:                        # one member, or the small last-step products: all at once
         return _member_step(fns, params, x, y, last_only, grads, threads)
     losses = x.new_empty(K)
     for k in range(K):
@@ -88,7 +92,8 @@ def _step(fns, params, x: torch.Tensor, y: torch.Tensor, last_only: bool,
 def _member_step(fns, params, x: torch.Tensor, y: torch.Tensor, last_only: bool,
                  grads=None, threads: int | None = None) -> torch.Tensor:
     """:func:`_step` on all of the K members of ``x`` at once (each pass and product over the
-    K members together; called with K = 1)."""
+    K members together): called with all of them when only the last step is read, else with one
+    member at a time."""
     W_in_m, W_in_x, nu, W_out_m, W_out_x, D = params
     K, B, T, d = x.shape
     n, d_x, d_out, dt = W_in_m.shape[1], W_in_m.shape[2], D.shape[1], x.dtype
