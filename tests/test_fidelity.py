@@ -258,7 +258,21 @@ def test_not_checked_is_a_claim_without_a_book_value(ledger, monkeypatch):
     fidelity.not_checked("04-gap", scale="paper")
     assert recorded == [dict(kind="claim", paper="emami", key="04-gap", what="the gap shrinks",
                              published="0.0947 (Table 1)", book=fidelity.NO_ARTEFACT, paper_scale=None,
-                             verdict="not checked", section="sec-x", scale="paper", sweep=None, wrong=None)]
+                             stored=fidelity.STORED_PAPER_SCALE, verdict="not checked", section="sec-x",
+                             scale="paper", sweep=None, wrong=None)]
+
+
+def test_the_appendix_names_a_stored_run_by_its_words(ledger):
+    # a run trained for fewer steps than the paper's is a "stored run", not a paper-scale one
+    short = fidelity.claim_record("04-gap", book="0.1", verdict="reproduced",
+                                  paper_scale="0.2 (50,000 of the paper's 781,250 steps)", stored="stored run")
+    full = fidelity.claim_record("01-a", book="0.1", verdict="reproduced", paper_scale="0.3")
+    books = [row[2] for row in fidelity.claims_table([short, full], "emami")[1]]
+    assert books == ["0.1; stored run: 0.2 (50,000 of the paper's 781,250 steps)", "0.1; stored paper-scale run: 0.3"]
+    old = {k: v for k, v in full.items() if k != "stored"}        # a record glued before the field existed
+    assert fidelity.claims_table([old], "emami")[1][0][2] == "0.1; stored paper-scale run: 0.3"
+    with pytest.raises(ValueError, match="stored"):
+        fidelity.claim_record("01-a", book="0.1", verdict="reproduced", paper_scale="0.3", stored="  ")
 
 
 def test_unrecorded_names_the_ledger_entries_no_chapter_records(ledger):

@@ -67,6 +67,7 @@ GLUE_PREFIX = "fidelity-"
 _KEY = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")
 _LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_:.-]*$")
 NO_ARTEFACT = "—"
+STORED_PAPER_SCALE = "stored paper-scale run"   # the appendix's name for a claim's stored artefact, by default
 DEPENDS = "depends on "
 
 
@@ -297,7 +298,7 @@ def _words(kind: str, key: str, given: dict, folder=None) -> tuple[str, dict]:
 
 
 def claim(key: str, *, book, verdict: str, scale: str = "book", paper_scale=None, sweeps=(), wrong=None,
-          what=None, published=None, section=None) -> None:
+          what=None, published=None, section=None, stored: str = STORED_PAPER_SCALE) -> None:
     """Record one quantitative claim of a paper and what the chapter found.
 
     The ledger entry ``[claim.KEY]`` of the paper (see :func:`ledger`) gives the claim's words:
@@ -305,7 +306,9 @@ def claim(key: str, *, book, verdict: str, scale: str = "book", paper_scale=None
     and ``section`` (the label of the section that shows the check); a chapter passes one of them
     instead only where it formats a number it holds. ``book`` is the chapter's value at the scale
     it was executed at (``scale``), ``paper_scale`` the value computed from a stored paper-scale
-    artefact (None: there is none), ``verdict`` one of :data:`VERDICTS` ("depends on <choice>"
+    artefact (None: there is none) and ``stored`` the words that name that artefact in the appendix
+    ("stored run" for one trained for fewer steps than the paper's, whose ``paper_scale`` says
+    how many), ``verdict`` one of :data:`VERDICTS` ("depends on <choice>"
     for the second), computed by the chapter from its own outputs (:func:`verdict_over`).
 
     ``sweeps``: the claim's :class:`Sweep` over each choice the paper leaves open (shown with the
@@ -317,7 +320,7 @@ def claim(key: str, *, book, verdict: str, scale: str = "book", paper_scale=None
     (Appendix "app-fidelity").
     """
     _glue(claim_record(key, book=book, verdict=verdict, scale=scale, paper_scale=paper_scale, sweeps=sweeps,
-                       wrong=wrong, what=what, published=published, section=section))
+                       wrong=wrong, what=what, published=published, section=section, stored=stored))
 
 
 def not_checked(key: str, *, scale: str = "book", what=None, published=None, section=None) -> None:
@@ -357,7 +360,8 @@ def _check_sweeps(key: str, verdict: str, sweeps) -> list[Sweep]:
 
 
 def claim_record(key: str, *, book, verdict: str, scale: str = "book", paper_scale=None, sweeps=(), wrong=None,
-                 what=None, published=None, section=None, ledger_folder=None) -> dict:
+                 what=None, published=None, section=None, ledger_folder=None,
+                 stored: str = STORED_PAPER_SCALE) -> dict:
     """The validated record that :func:`claim` glues (its values formatted as the appendix shows
     them, its words completed from the ledger in ``ledger_folder``, default :data:`LEDGER`)."""
     cls = verdict_class(verdict)
@@ -379,7 +383,7 @@ def claim_record(key: str, *, book, verdict: str, scale: str = "book", paper_sca
         wrong_text = f"fails on {value}"
     data = dict(kind="claim", paper=paper, key=key, what=_text("what", words["what"]),
                 published=_text("published", words["published"]), book=_text("book", book),
-                paper_scale=_text("paper_scale", paper_scale, allow_none=True),
+                paper_scale=_text("paper_scale", paper_scale, allow_none=True), stored=_text("stored", stored),
                 verdict=verdict, section=words["section"], scale=scale,
                 sweep=_text("sweep", "; ".join(s.text() for s in sweeps)) if sweeps else None, wrong=wrong_text)
     if cls == "not checked" and data["book"] != NO_ARTEFACT:
@@ -463,7 +467,7 @@ def claims_table(records: list[dict], paper: str) -> tuple[list[str], list[list[
     for r in _claims(records, paper):
         book = r["book"] if r["scale"] == "book" else f"{r['book']} (`scale=\"{r['scale']}\"`)"
         if r["paper_scale"]:
-            book += f"; stored paper-scale run: {r['paper_scale']}"
+            book += f"; {r.get('stored', STORED_PAPER_SCALE)}: {r['paper_scale']}"
         if r.get("wrong"):
             book += f" (the check {r['wrong']})"
         verdict = r["verdict"] if r["verdict"] == "reproduced" else f"**{r['verdict']}**"
