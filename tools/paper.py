@@ -220,7 +220,8 @@ def _submit(name: str, todo: list[int], steps: int, device: str, log_every: int,
     try:
         import submitit
     except ImportError:
-        raise SystemExit("--executor needs submitit: pip install -e '.[jobs]'") from None
+        raise SystemExit("--executor needs submitit: pip install submitit "
+                         "(make setup installs it with the test extra)") from None
     logs = work_folder(name, root) / "jobs"
     ex = submitit.AutoExecutor(folder=logs, cluster=None if executor == "slurm" else "local")
     ex.update_parameters(timeout_min=7 * 24 * 60, cpus_per_task=threads or 1,
