@@ -196,6 +196,23 @@ def _keep_freed_memory() -> None:
         pass
 
 
+def _differences(written: dict, now: dict, limit: int = 4) -> str:
+    """The settings in which a checkpoint's ``written`` config differs from the run's ``now``,
+    named one by one (``log_every 500 in the checkpoint, 1000 now``); parameter shapes by name."""
+    out = []
+    for key in sorted(set(written) | set(now), key=str):
+        a, b = written.get(key, "absent"), now.get(key, "absent")
+        if a == b:
+            continue
+        if key == "shapes" and isinstance(a, dict) and isinstance(b, dict):
+            names = sorted(n for n in set(a) | set(b) if a.get(n) != b.get(n))
+            out.append(f"parameter shapes of {', '.join(names[:limit])}" + (f" and {len(names) - limit} more"
+                                                                             if len(names) > limit else ""))
+        else:
+            out.append(f"{key} {a!r} in the checkpoint, {b!r} now")
+    return "; ".join(out)
+
+
 class Checkpoint:
     """The file a run resumes from: written atomically (a temporary file, then a rename)."""
 
@@ -211,10 +228,13 @@ class Checkpoint:
         except Exception as exc:  # noqa: BLE001 - a damaged checkpoint is named, never half-used
             raise ValueError(f"checkpoint {self.path} cannot be read ({type(exc).__name__}: {exc}); "
                              "delete it to start the run afresh") from None
-        if not isinstance(state, dict) or state.get("config") != config:
-            raise ValueError(f"checkpoint {self.path} was written with other settings "
-                             f"({state.get('config') if isinstance(state, dict) else state!r}); "
-                             "delete it or use the same settings")
+        if not isinstance(state, dict) or not isinstance(state.get("config"), dict):
+            raise ValueError(f"checkpoint {self.path} holds no training settings (not a checkpoint of "
+                             "train_online); delete it to start the run afresh")
+        if state["config"] != config:
+            raise ValueError(f"checkpoint {self.path} was written with other settings: "
+                             f"{_differences(state['config'], config)}; resume with the settings it was written "
+                             "with, or delete it to start the run afresh")
         return state
 
     def due(self, step: int, steps: int) -> bool:

@@ -128,8 +128,10 @@ def test_interrupted_run_resumes_bit_identical(tmp_path):
     for p, q in zip(model.parameters(), full.parameters()):
         assert torch.equal(p, q)
     assert torch.equal(out["loss"], ref["loss"]) and torch.equal(out["step"], ref["step"])
-    with pytest.raises(ValueError, match="other settings"):
+    with pytest.raises(ValueError, match="other settings: steps 30 in the checkpoint, 31 now; resume"):
         lib.train_online(model, task, steps=31, data_seeds=[1, 2], lr=1e-2, log_every=5, checkpoint=ckpt)
+    with pytest.raises(ValueError, match="log_every 5 in the checkpoint, 10 now"):
+        lib.train_online(model, task, steps=30, data_seeds=[1, 2], lr=1e-2, log_every=10, checkpoint=ckpt)
 
 
 def test_cosine_schedule_matches_torch():
@@ -262,6 +264,68 @@ def test_a_run_in_progress_shows_its_finished_groups_and_the_others_steps(tmp_pa
     assert load_finished_groups("_tiny", root)["finished"] == []
 
 
+def test_a_group_resumes_with_the_logging_block_its_checkpoint_was_written_with(tmp_path, monkeypatch):
+    """Without --log-every a group trains and resumes with its declared logging block; a value
+    (given or declared) other than its checkpoint's is refused by name before any training."""
+    import dataclasses
+
+    from lib.book import experiments as ex
+
+    root = tmp_path / "results"
+    paper = _tiny_run(monkeypatch, root)
+    exp, spec = ex.RUNS["_tiny"]
+    monkeypatch.setitem(ex.RUNS, "_tiny", (exp, dataclasses.replace(spec, log_every=1)))
+    train, calls = lib.train_online, []
+
+    def interrupted(*args, **kw):                      # the first call stops after step 2's checkpoint
+        calls.append(kw["log_every"])
+        if len(calls) == 1:
+            def stop(step, losses):
+                if step == 3:
+                    raise KeyboardInterrupt
+            kw["on_log"] = stop
+        return train(*args, **kw)
+
+    monkeypatch.setattr(lib, "train_online", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        paper.run("_tiny", None, "cpu", False, None, root, groups=[0])
+    ckpt = root / "runs" / "_tiny" / "group-0.checkpoint.pt"
+    written = ckpt.read_bytes()
+    assert torch.load(ckpt, weights_only=False)["config"]["log_every"] == 1 and calls == [1]
+    with pytest.raises(SystemExit, match=r"logging every 1 steps, and --log-every 2 differs: resume it with "
+                                         r"--log-every 1"):
+        paper.run("_tiny", None, "cpu", False, 2, root, groups=[0])
+    monkeypatch.setitem(ex.RUNS, "_tiny", (exp, dataclasses.replace(spec, log_every=3)))
+    with pytest.raises(SystemExit, match=r"the declared log_every 3 of _tiny group 0"):
+        paper.run("_tiny", None, "cpu", False, None, root, groups=[0])
+    assert ckpt.read_bytes() == written and calls == [1]             # refused before any training
+    monkeypatch.setitem(ex.RUNS, "_tiny", (exp, dataclasses.replace(spec, log_every=1)))
+    paper.run("_tiny", None, "cpu", False, None, root, groups=[0])   # resumes with the declared value
+    done = torch.load(root / "runs" / "_tiny" / "group-0.pt", weights_only=False)
+    assert calls == [1, 1] and done["history"]["step"].tolist() == [1, 2, 3, 4] and len(done["segments"]) == 2
+    with pytest.raises(ValueError, match="log_every must be an integer >= 1"):
+        dataclasses.replace(spec, log_every=0)
+
+
+def test_the_committed_runs_in_progress_resume_with_their_declared_logging_block():
+    """Every checkpoint and finished group in results/runs was written with the logging block its
+    run declares (so that the documented resume command, with no --log-every, resumes it)."""
+    from lib.book import experiments as ex
+    from lib.book.artefacts import work_folder
+
+    seen = 0
+    for name, (_, spec) in ex.RUNS.items():
+        for i in range(len(spec.groups)):
+            for f in (work_folder(name) / f"group-{i}.checkpoint.pt", work_folder(name) / f"group-{i}.pt"):
+                if f.is_file():
+                    state = torch.load(f, map_location="cpu", weights_only=False)
+                    step = state["hist_step"] if "config" in state else state["history"]["step"].tolist()
+                    assert (state["config"]["log_every"] if "config" in state else step[0]) \
+                        == spec.log_every_of(i), f
+                    seen += 1
+    assert seen == sum(1 for _ in (work_folder("arch_teacher").parent).glob("*/group-*.pt"))   # every file checked
+
+
 def test_jobs_run_at_most_the_limit_at_a_time(tmp_path, monkeypatch):
     """_submit keeps at most `jobs` groups running (the next starts when one is done), submits
     each group once, and raises a failed group; the local default is one process a core."""
@@ -311,7 +375,8 @@ def test_jobs_run_at_most_the_limit_at_a_time(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("args, message", [(["--jobs", "0", "--executor", "local"], "--jobs must be a positive"),
                                            (["--jobs", "2"], "used with --executor"),
-                                           (["--threads", "0"], "--threads must be a positive")])
+                                           (["--threads", "0"], "--threads must be a positive"),
+                                           (["--log-every", "0"], "--log-every must be a positive")])
 def test_run_options_are_refused_by_name_before_any_work(args, message, tmp_path):
     from tools import paper
 
@@ -320,14 +385,19 @@ def test_run_options_are_refused_by_name_before_any_work(args, message, tmp_path
     assert not any(tmp_path.iterdir())
 
 
-@pytest.mark.parametrize("name", ["teacher", "teacher_width", "icl", "icl_width", "arch_teacher", "arch_icl"])
+@pytest.mark.parametrize("name", ["teacher", "teacher_width", "teacher_protocol", "icl", "icl_width", "arch_teacher",
+                                  "arch_icl"])
 def test_committed_artefacts_load(name):
     """Every paper-scale artefact in the repository matches its checksum and its configuration."""
     run = load_run(name)
     meta = run["meta"]
     assert meta["experiment"] == name and meta["steps"] >= 1 and meta["paper_steps"] >= meta["steps"]
-    for g, cfg in zip(run["groups"], meta["config"]["groups"]):
+    from lib.book import experiments
+
+    spec = experiments.run_of(name)[1]
+    for i, (g, cfg) in enumerate(zip(run["groups"], meta["config"]["groups"])):
         assert g["widths"] == cfg["widths"] and int(g["history"]["step"][-1]) == meta["steps"]
+        assert int(g["history"]["step"][0]) == spec.log_every_of(i)        # the registry's logging block
 
 
 def test_a_stack_rebuilt_from_its_members_computes_what_it_computed():

@@ -92,14 +92,16 @@ def make_task(cfg: dict, group, dtype, device):
                        sigma_w2=cfg["sigma_w2"], sigma_x2=cfg["sigma_x2"], dtype=dtype, device=device)
 
 
-def run_group(name: str, i: int, steps: int, device: str, progress: bool = False, log_every: int = 1000,
+def run_group(name: str, i: int, steps: int, device: str, progress: bool = False, log_every: int | None = None,
               root: Path | None = None) -> Path:
     """Train group ``i`` of run ``name`` for ``steps`` steps (resuming from its checkpoint) and write
     it to ``runs/NAME/group-i.pt``; returns that file.  Every call is one segment of the run,
-    recorded with its commit, code digest, device and steps."""
+    recorded with its commit, code digest, device and steps.  ``log_every``: the steps a logged
+    loss block averages (default: the group's declared value, ``OnlineRun.log_every_of``)."""
     exp, spec = experiments.run_of(name)
     cfg = config(name)
     group = spec.groups[i]
+    log_every = spec.log_every_of(i) if log_every is None else log_every
     work = work_folder(name, root)
     work.mkdir(parents=True, exist_ok=True)
     done = work / f"group-{i}.pt"
@@ -212,7 +214,7 @@ def job_limit(executor: str, threads: int | None, jobs: int | None, n: int) -> i
     return max(1, n)
 
 
-def _submit(name: str, todo: list[int], steps: int, device: str, log_every: int, root, executor: str,
+def _submit(name: str, todo: list[int], steps: int, device: str, log_every: int | None, root, executor: str,
             threads: int | None, jobs: int | None = None, poll_s: float = 2.0) -> None:
     """Every group in ``todo`` as one job of submitit (local processes or SLURM), at most
     :func:`job_limit` at a time (the next one starts when one finishes), waited for; a failed job
@@ -247,12 +249,36 @@ def _job(name, i, steps, device, log_every, root, threads) -> str:
     return str(run_group(name, i, steps, device, False, log_every, None if root is None else Path(root)))
 
 
-def run(name: str, steps: int | None = None, device: str = "cpu", progress: bool = False, log_every: int = 1000,
-        results: Path | None = None, groups: list[int] | None = None, replace: bool = False,
-        executor: str | None = None, threads: int | None = None, jobs: int | None = None) -> Path:
+def _check_resumable(name: str, work: Path, todo: list[int], log_every: int | None) -> None:
+    """Refuse, before any training, a group whose checkpoint was written with another logging
+    block than the one it would resume with (``--log-every``, else its declared value): the
+    trainer resumes only with the settings a checkpoint was written with."""
+    spec = experiments.run_of(name)[1]
+    for i in todo:
+        ckpt = work / f"group-{i}.checkpoint.pt"
+        if not ckpt.is_file():
+            continue
+        try:
+            written = torch.load(ckpt, map_location="cpu", weights_only=False)["config"]["log_every"]
+        except Exception:  # noqa: BLE001 - an unreadable checkpoint is named by the trainer itself
+            continue
+        want = spec.log_every_of(i) if log_every is None else log_every
+        if written != want:
+            given = f"--log-every {log_every}" if log_every is not None else \
+                f"the declared log_every {want} of {name} group {i} (book/experiments)"
+            raise SystemExit(f"{ckpt} was written logging every {written} steps, and {given} differs: "
+                             f"resume it with --log-every {written}, or delete it to start group {i} afresh")
+
+
+def run(name: str, steps: int | None = None, device: str = "cpu", progress: bool = False,
+        log_every: int | None = None, results: Path | None = None, groups: list[int] | None = None,
+        replace: bool = False, executor: str | None = None, threads: int | None = None,
+        jobs: int | None = None) -> Path:
     """Train the groups of run ``name`` (all, or those listed) that are not finished, then join them
     into the stored run once every group is finished.  With ``executor`` each group is a job,
-    ``jobs`` of them at a time (see :func:`job_limit`)."""
+    ``jobs`` of them at a time (see :func:`job_limit`).  ``log_every``: every group's logging
+    block (default: each group's declared value); a group's checkpoint must have been written with
+    it (checked before any training)."""
     exp, spec = experiments.run_of(name)
     steps = steps or config(name)["steps"]
     n = len(spec.groups)
@@ -262,6 +288,7 @@ def run(name: str, steps: int | None = None, device: str = "cpu", progress: bool
         raise SystemExit(f"--group must be in 0..{n - 1} for {name}, got {bad}")
     work = work_folder(name, results)
     todo = [i for i in todo if not _finished(work, i, steps)]
+    _check_resumable(name, work, todo, log_every)
     if executor is not None:
         _submit(name, todo, steps, device, log_every, results, executor, threads, jobs)
     else:
@@ -379,7 +406,8 @@ def main(argv=None) -> int:
     r.add_argument("--steps", type=int, default=None, help="training steps (default: the paper's)")
     r.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     r.add_argument("--progress", action="store_true", help="a tqdm bar with loss and steps/s")
-    r.add_argument("--log-every", type=int, default=1000)
+    r.add_argument("--log-every", type=int, default=None,
+                   help="steps a logged loss block averages (default: the run's declared value)")
     r.add_argument("--threads", type=int, default=None, help="torch CPU threads (one a process: 1)")
     r.add_argument("--results", default=None, help="results folder (default: results/ of the repository)")
     r.add_argument("--group", type=int, action="append", default=None,
@@ -409,6 +437,8 @@ def main(argv=None) -> int:
             raise SystemExit("--steps must be a positive integer")
         if args.device.startswith("cuda") and not torch.cuda.is_available():
             raise SystemExit(f"--device {args.device}: no CUDA device is available here; use --device cpu")
+        if args.log_every is not None and args.log_every < 1:
+            raise SystemExit(f"--log-every must be a positive integer, got {args.log_every}")
         if args.threads is not None and args.threads < 1:
             raise SystemExit("--threads must be a positive integer")
         if args.jobs is not None and (args.jobs < 1 or args.executor is None):

@@ -57,6 +57,13 @@ def fixed(value, where: str) -> Setting:
     return Setting(value, value, where)
 
 
+def _check_log_every(what: str, value, none_ok: bool = False) -> None:
+    if value is None and none_ok:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{what} must be an integer >= 1 (steps a logged loss block averages), got {value!r}")
+
+
 @dataclass(frozen=True)
 class Group:
     """Networks trained together in one stacked step (Part III): an architecture of
@@ -69,12 +76,14 @@ class Group:
     layers: int = 1
     data_seeds: tuple[int, ...] | None = None
     pool: int | None = None       # None: fresh sequences every step; n: App. B.1's fixed set of n in epochs
+    log_every: int | None = None  # steps a logged loss block averages; None: the run's ``log_every``
 
     def __post_init__(self):
         if len(self.widths) != len(self.seeds) or not self.widths:
             raise ValueError(f"a group needs one seed per width, got {self.widths} and {self.seeds}")
         if self.data_seeds is not None and len(self.data_seeds) != len(self.seeds):
             raise ValueError("data_seeds must have one seed per member")
+        _check_log_every("a group's log_every", self.log_every, none_ok=True)
 
     @property
     def member_data_seeds(self) -> list[int]:
@@ -98,6 +107,15 @@ class OnlineRun:
     snapshots: tuple[int, ...] = ()             # steps at which the weights are kept as well
     paper_steps_of: str | None = None           # the setting with the paper's step count, for a run that is
     # deliberately shorter than the paper's (a check of a choice); None: the run's own steps are the paper's
+    log_every: int = 1000                       # the training loss is logged as the mean of each block of
+    # this many steps (a group may declare its own); a checkpoint resumes only with the value it was written with
+
+    def __post_init__(self):
+        _check_log_every(f"run {self.name}: log_every", self.log_every)
+
+    def log_every_of(self, i: int) -> int:
+        """The logging block of group ``i``: its own ``log_every``, else the run's."""
+        return self.groups[i].log_every or self.log_every
 
     def setting_of(self, key: str) -> str:
         return self.uses.get(key, key)
@@ -187,12 +205,13 @@ def _setting(where_from: str, name: str, raw: dict) -> Setting:
 
 def _run(where_from: str, name: str, raw: dict) -> OnlineRun:
     groups = tuple(Group(tuple(g["widths"]), tuple(g["seeds"]), g.get("kind", "gated"), g.get("layers", 1),
-                         tuple(g["data_seeds"]) if "data_seeds" in g else None, g.get("pool")) for g in raw["groups"])
+                         tuple(g["data_seeds"]) if "data_seeds" in g else None, g.get("pool"), g.get("log_every"))
+                   for g in raw["groups"])
     if raw["task"] not in RUN_KEYS:
         raise ValueError(f"{where_from}: run {name} has task {raw['task']!r}; tasks: {', '.join(RUN_KEYS)}")
     return OnlineRun(name, raw["what"], raw["task"], groups, dict(raw.get("uses", {})),
                      tuple(raw.get("teacher_seeds", ())), float(raw.get("teacher_scale", 1.0)),
-                     tuple(raw.get("snapshots", ())), raw.get("paper_steps"))
+                     tuple(raw.get("snapshots", ())), raw.get("paper_steps"), raw.get("log_every", 1000))
 
 
 def load(folder: Path = REGISTRY) -> dict[str, Experiment]:
