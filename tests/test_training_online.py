@@ -249,6 +249,10 @@ def test_a_run_in_progress_shows_its_finished_groups_and_the_others_steps(tmp_pa
     torch.save({"step": 3, "config": {"steps": 4}}, work / "group-0.checkpoint.pt")
     progress = load_finished_groups("_tiny", root)
     assert progress["training"] == [{"index": 0, "kind": "gated", "layers": 1, "step": 3, "steps": 4}]
+    assert paper._progress_line("_tiny", root) == "1 of 2 groups finished; training: group 0 at 3 of 4 steps"
+    (work / "group-0.checkpoint.pt").rename(work / "moved.pt")                    # (make paper's listing)
+    assert paper._progress_line("_tiny", root) == "1 of 2 groups finished; not started: 0"
+    (work / "moved.pt").rename(work / "group-0.checkpoint.pt")
     [g] = progress["finished"]
     assert (g["index"], g["kind"], g["steps"], g["widths"], g["data_seeds"]) == (1, "gru", 4, [2], [1005])
     state = torch.load(work / "group-1.pt", weights_only=False)["state"]

@@ -377,6 +377,21 @@ def run_chapter(number: str, overrides: dict | None = None, results: Path | None
 
 # ----------------------------------------------------------------------------- command line
 
+def _progress_line(name: str, root: Path | None = None) -> str:
+    """How far a run in progress is, group by group (``artefacts.load_finished_groups``, which
+    refuses a file that is not its declared group): finished, training at a step, not started."""
+    state = artefacts.load_finished_groups(name, root)
+    started = {g["index"] for g in state["finished"]} | {t["index"] for t in state["training"]}
+    waiting = [i for i in range(state["n_groups"]) if i not in started]
+    parts = [f"{len(state['finished'])} of {state['n_groups']} groups finished"]
+    if state["training"]:
+        parts.append("training: " + ", ".join(f"group {t['index']} at {t['step']:,} of {t['steps']:,} steps"
+                                              for t in state["training"]))
+    if waiting:
+        parts.append("not started: " + ", ".join(map(str, waiting)))
+    return "; ".join(parts)
+
+
 def list_runs() -> None:
     for name, (exp, spec) in experiments.RUNS.items():
         meta = RESULTS / name / "meta.json"
@@ -385,7 +400,7 @@ def list_runs() -> None:
                  if have else "nothing stored yet")
         work = work_folder(name)
         if work.is_dir():
-            state += f"; in progress in {work.relative_to(ROOT)}"
+            state += f"; in progress in {work.relative_to(ROOT)}: " + _progress_line(name)
         steps, paper = config(name)["steps"], spec.paper_steps(exp)
         length = f"paper: {paper:,} steps" if steps == paper else f"{steps:,} steps (the paper's run: {paper:,})"
         print(f"{name:14s} {spec.what}\n{'':14s} {length}; {state}")
