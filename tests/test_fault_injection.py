@@ -37,7 +37,7 @@ import torch
 import lib
 from lib import architectures
 from lib import data as libdata
-from lib.book import artefacts, notebook
+from lib.book import artefacts, experiments, notebook
 from lib.online import check_adamw
 from lib.training import loss_fn, r2_score, train_minibatch
 
@@ -77,6 +77,14 @@ def _stack(d_in=3, d_out=3, K=1, dtype=F64):
 
 def _modstack(kind="gru", d_in=3, d_out=3, K=1, dtype=F64):
     return lib.ModuleStack([lib.RecurrentNet(kind, d_in, 4, d_out, seed=k, dtype=dtype) for k in range(K)])
+
+
+def _resume_with(**kw):
+    """Train 2 steps logging every step, checkpointed, then resume that checkpoint with ``kw``."""
+    ckpt = _tmpdir("resume") / "ckpt.pt"
+    ckpt.unlink(missing_ok=True)
+    _online(_stack(), _teacher(), steps=2, log_every=1, checkpoint=ckpt)
+    return _online(_stack(), _teacher(), steps=2, checkpoint=ckpt, **{"log_every": 1, **kw})
 
 
 def _online(model, task, **kw):
@@ -198,6 +206,11 @@ CASES = [
      ["capture"]),
     ("train_online: checkpoint_every 0", "train_online",
      lambda: _online(_stack(), _teacher(), checkpoint_every=-1), ["checkpoint_every"]),
+    ("train_online: a checkpoint written with another log_every", "train_online",
+     lambda: _resume_with(log_every=2), ["log_every 1 in the checkpoint, 2 now"]),
+    ("OnlineRun: log_every 0", "OnlineRun",
+     lambda: experiments.OnlineRun("x", "x", "teacher", (experiments.Group((4,), (1,)),), log_every=0), ["log_every"]),
+    ("Group: log_every 2.5", "Group", lambda: experiments.Group((4,), (1,), log_every=2.5), ["log_every"]),
     ("train_online: a task that is not one", "train_online", lambda: _online(_stack(), object()), ["task"]),
     ("train_online: a model with NaN weights", "train_online", lambda: _online(_nan_weights(_stack()), _teacher()),
      ["W_in_m", "NaN"]),
