@@ -248,7 +248,8 @@ def test_a_run_in_progress_shows_its_finished_groups_and_the_others_steps(tmp_pa
     work = root / "runs" / "_tiny"
     torch.save({"step": 3, "config": {"steps": 4}}, work / "group-0.checkpoint.pt")
     progress = load_finished_groups("_tiny", root)
-    assert progress["training"] == [{"index": 0, "kind": "gated", "layers": 1, "step": 3, "steps": 4}]
+    assert progress["training"] == [{"index": 0, "kind": "gated", "layers": 1, "step": 3, "steps": 4, "segments": [],
+                                     "seconds": 0}]
     assert paper._progress_line("_tiny", root) == "1 of 2 groups finished; training: group 0 at 3 of 4 steps"
     (work / "group-0.checkpoint.pt").rename(work / "moved.pt")                    # (make paper's listing)
     assert paper._progress_line("_tiny", root) == "1 of 2 groups finished; not started: 0"
@@ -296,6 +297,9 @@ def test_a_group_resumes_with_the_logging_block_its_checkpoint_was_written_with(
     ckpt = root / "runs" / "_tiny" / "group-0.checkpoint.pt"
     written = ckpt.read_bytes()
     assert torch.load(ckpt, weights_only=False)["config"]["log_every"] == 1 and calls == [1]
+    [t] = load_finished_groups("_tiny", root)["training"]                 # the segment that reached it
+    assert (t["index"], t["step"], len(t["segments"])) == (0, 2, 1) and t["segments"][0]["last_step"] == 2
+    assert t["seconds"] == t["segments"][0]["seconds"] > 0
     with pytest.raises(SystemExit, match=r"logging every 1 steps, and --log-every 2 differs: resume it with "
                                          r"--log-every 1"):
         paper.run("_tiny", None, "cpu", False, 2, root, groups=[0])

@@ -250,7 +250,9 @@ def load_finished_groups(name: str, root: str | Path | None = None) -> dict:
     :func:`work_folder`, with float64 networks as in :func:`load_run`, and how far the others are.
 
     Returns ``{"paper_steps": int, "n_groups": int, "finished": [group], "training": [{"index",
-    "kind", "layers", "step", "steps"}]}``, each finished group as in :func:`load_run` plus its
+    "kind", "layers", "step", "steps", "segments", "seconds"}]}`` (a group in training: the step
+    of its checkpoint and the segments of training that reached it), each finished group as in
+    :func:`load_run` plus its
     ``"index"`` in the registry, its ``"steps"`` and ``"data_seeds"``; both lists are empty when
     no run of ``name`` is in progress (the folder is absent: not started, or already joined).
     A finished group's file is the one ``tools/paper.py`` writes, committed with the repository,
@@ -282,7 +284,9 @@ def load_finished_groups(name: str, root: str | Path | None = None) -> dict:
             finished.append({**_group(data, d_in, d_out), "index": i, "steps": data["steps"],
                              "data_seeds": list(data["data_seeds"])})
         else:
+            segments = list(data.get("segments", []))
             training.append({"index": i, "kind": declared.kind, "layers": declared.layers, "step": int(data["step"]),
-                             "steps": int(data["config"]["steps"])})
+                             "steps": int(data["config"]["steps"]), "segments": segments,
+                             "seconds": sum(seg.get("seconds", 0.0) for seg in segments)})
     return {"paper_steps": spec.paper_steps(exp), "n_groups": len(spec.groups), "finished": finished,
             "training": training}
