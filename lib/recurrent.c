@@ -251,54 +251,85 @@ int lru_prep_bwd_##SUF(const T *dW_B, const T *dW_C, const T *glam, const T *B_r
  * (gemm_acc); the backward returns dL/dXp (M, G w) and dL/d(h_{t-1} W_hh^T + b_hh) one row earlier
  * ("shifted": row (b, t) holds step t + 1, the last row of a sequence 0), so that the weight
  * gradients are single products, dW_ih = dXp^T X and dW_hh = dHs^T H, left to torch.mm. */
-#ifdef __AVX__
-#define KEEP(v) __asm__("" : "+x"(v))                  /* v stays in a register */
+#if defined(__AVX512F__)
+#define RVB 64                                  /* bytes a vector: 16 floats, 8 doubles */
+#define RROWS 8                                 /* rows of a tile: 16 accumulators of 32 registers */
+#define KEEP(v) __asm__("" : "+v"(v))           /* v stays in a register */
+#elif defined(__AVX__)
+#define RVB 32
+#define RROWS 6                                 /* 12 accumulators of 16 registers */
+#define KEEP(v) __asm__("" : "+x"(v))
 #else
+#define RVB 32
+#define RROWS 6
 #define KEEP(v) ((void)0)
 #endif
 
 #define DEFINE_RNN(T, SUF)                                                                        \
                                                                                                   \
-typedef T rv_##SUF __attribute__((vector_size(32)));                                              \
-typedef T rvu_##SUF __attribute__((vector_size(32), aligned(sizeof(T)), may_alias));              \
+typedef T rv_##SUF __attribute__((vector_size(RVB)));                                             \
+typedef T rvu_##SUF __attribute__((vector_size(RVB), aligned(sizeof(T)), may_alias));             \
 static inline rv_##SUF rld_##SUF(const T *p) { return *(const rvu_##SUF *)p; }                    \
 static inline void rst_##SUF(T *p, rv_##SUF v) { *(rvu_##SUF *)p = v; }                           \
+typedef T hv_##SUF __attribute__((vector_size(32)));                                              \
+typedef T hvu_##SUF __attribute__((vector_size(32), aligned(sizeof(T)), may_alias));              \
+static inline hv_##SUF hld_##SUF(const T *p) { return *(const hvu_##SUF *)p; }                    \
+static inline void hst_##SUF(T *p, hv_##SUF v) { *(hvu_##SUF *)p = v; }                           \
+                                                                                                  \
+/* one tile: C[0..R, 0..NV V) = (acc ? C : 0) + A[0..R, 0..K) Bm[0..K, 0..NV V), R x NV           \
+   accumulators in registers (R, NV constants once inlined; KEEP holds the NV vectors of Bm in    \
+   registers: folded into each multiply-add as a memory operand they cost R loads more a step).   \
+   Every entry of C is summed over k = 0, 1, ..., K - 1 in order, whatever the tile, so the      \
+   tiling changes no sum (the compiler's choice of fused or separate multiply-adds aside) */      \
+static inline __attribute__((always_inline)) void tile_##SUF(const T *A, long lda, const T *Bm,   \
+        long N, T *C, long ldc, long K, int acc, const int R, const int NV)                       \
+{                                                                                                 \
+    enum { V = RVB / sizeof(T) };                                                                 \
+    rv_##SUF s[RROWS][2];                                                                         \
+    for (int r = 0; r < R; ++r)                                                                   \
+        for (int u = 0; u < NV; ++u) s[r][u] = acc ? rld_##SUF(C + r * ldc + u * V) : (rv_##SUF){0}; \
+    for (long k = 0; k < K; ++k) {                                                                \
+        rv_##SUF b[2];                                                                            \
+        for (int u = 0; u < NV; ++u) { b[u] = rld_##SUF(Bm + k * N + u * V); KEEP(b[u]); }        \
+        for (int r = 0; r < R; ++r) {                                                             \
+            const T a = A[r * lda + k];                                                           \
+            for (int u = 0; u < NV; ++u) s[r][u] += a * b[u];                                     \
+        }                                                                                         \
+    }                                                                                             \
+    for (int r = 0; r < R; ++r)                                                                   \
+        for (int u = 0; u < NV; ++u) rst_##SUF(C + r * ldc + u * V, s[r][u]);                     \
+}                                                                                                 \
+                                                                                                  \
+/* the Mr rows of one panel of NV vectors: tiles of RROWS rows, the rest by tiles of 4, 2, 1 */   \
+static inline __attribute__((always_inline)) void panel_##SUF(const T *A, long lda, const T *Bm,  \
+        long N, T *C, long ldc, long Mr, long K, int acc, const int NV)                           \
+{                                                                                                 \
+    long m = 0;                                                                                   \
+    for (; m + RROWS <= Mr; m += RROWS) tile_##SUF(A + m * lda, lda, Bm, N, C + m * ldc, ldc, K, acc, RROWS, NV); \
+    if (m + 4 <= Mr) { tile_##SUF(A + m * lda, lda, Bm, N, C + m * ldc, ldc, K, acc, 4, NV); m += 4; } \
+    if (m + 2 <= Mr) { tile_##SUF(A + m * lda, lda, Bm, N, C + m * ldc, ldc, K, acc, 2, NV); m += 2; } \
+    if (m < Mr) tile_##SUF(A + m * lda, lda, Bm, N, C + m * ldc, ldc, K, acc, 1, NV);              \
+}                                                                                                 \
                                                                                                   \
 /* C[m, :] = (acc ? C[m, :] : 0) + sum_k A[m, k] Bm[k, :]; A (Mr x K, row stride lda), Bm (K x N) \
-   contiguous, C (row stride ldc): six rows by two vectors of columns a tile, twelve accumulators \
-   in registers (KEEP holds the two vectors of Bm in registers: folded into each multiply-add as  \
-   a memory operand they cost six loads more a step, a third of the speed) */                    \
+   contiguous, C (row stride ldc): panels of two vectors of columns (RVB bytes a vector: 64 with  \
+   AVX-512, else 32; Bm's panel stays in L1 across the rows), one of one vector, then the last    \
+   columns by 32-byte vectors and one by one */                                                   \
 static void gemm_acc_##SUF(const T *A, long lda, const T *Bm, long N, T *C, long ldc, long Mr,     \
                            long K, int acc)                                                       \
 {                                                                                                 \
-    enum { V = 32 / sizeof(T) };                                                                  \
-    const long m6 = Mr / 6 * 6;                                                                   \
+    enum { V = RVB / sizeof(T), V2 = 32 / sizeof(T) };                                            \
     long n = 0;                                                                                   \
-    for (; n + 2 * V <= N; n += 2 * V)            /* a panel of Bm stays in L1 across the rows */ \
-        for (long m = 0; m < m6; m += 6) {                                                        \
-            const T *a0 = A + m * lda, *a1 = a0 + lda, *a2 = a1 + lda, *a3 = a2 + lda, *a4 = a3 + lda, *a5 = a4 + lda; \
-            T *c0 = C + m * ldc + n;                                                              \
-            rv_##SUF s[6][2];                                                                     \
-            for (int r = 0; r < 6; ++r)                                                           \
-                for (int u = 0; u < 2; ++u) s[r][u] = acc ? rld_##SUF(c0 + r * ldc + u * V) : (rv_##SUF){0}; \
-            for (long k = 0; k < K; ++k) {                                                        \
-                rv_##SUF b0 = rld_##SUF(Bm + k * N + n), b1 = rld_##SUF(Bm + k * N + n + V);       \
-                KEEP(b0); KEEP(b1);                                                               \
-                s[0][0] += a0[k] * b0; s[0][1] += a0[k] * b1; s[1][0] += a1[k] * b0; s[1][1] += a1[k] * b1; \
-                s[2][0] += a2[k] * b0; s[2][1] += a2[k] * b1; s[3][0] += a3[k] * b0; s[3][1] += a3[k] * b1; \
-                s[4][0] += a4[k] * b0; s[4][1] += a4[k] * b1; s[5][0] += a5[k] * b0; s[5][1] += a5[k] * b1; \
-            }                                                                                     \
-            for (int r = 0; r < 6; ++r)                                                           \
-                for (int u = 0; u < 2; ++u) rst_##SUF(c0 + r * ldc + u * V, s[r][u]);             \
-        }                                                                                         \
-    for (long m = 0; m < Mr; ++m) {              /* the columns past the panels, the last rows */ \
+    for (; n + 2 * V <= N; n += 2 * V) panel_##SUF(A, lda, Bm + n, N, C + n, ldc, Mr, K, acc, 2); \
+    if (n + V <= N) { panel_##SUF(A, lda, Bm + n, N, C + n, ldc, Mr, K, acc, 1); n += V; }        \
+    for (long m = 0; m < Mr; ++m) {                                                               \
         const T *a0 = A + m * lda;                                                                \
         T *c0 = C + m * ldc;                                                                      \
-        long j = m < m6 ? n : 0;                                                                  \
-        for (; j + V <= N; j += V) {                                                              \
-            rv_##SUF v = acc ? rld_##SUF(c0 + j) : (rv_##SUF){0};                                 \
-            for (long k = 0; k < K; ++k) v += a0[k] * rld_##SUF(Bm + k * N + j);                  \
-            rst_##SUF(c0 + j, v);                                                                 \
+        long j = n;                                                                               \
+        for (; j + V2 <= N; j += V2) {            /* 32-byte vectors, then one column at a time */\
+            hv_##SUF v = acc ? hld_##SUF(c0 + j) : (hv_##SUF){0};                                 \
+            for (long k = 0; k < K; ++k) v += a0[k] * hld_##SUF(Bm + k * N + j);                  \
+            hst_##SUF(c0 + j, v);                                                                 \
         }                                                                                         \
         for (; j < N; ++j) {                                                                      \
             T v = acc ? c0[j] : 0;                                                                \

@@ -221,16 +221,17 @@ lru_kernel = pytest.mark.skipif(not lib.recurrent_step.kernel_available(), reaso
 
 @lru_kernel
 @pytest.mark.parametrize("kind", ["lru", "lru_in_out", "lru_in_skip", "lstm", "gru"])
-@pytest.mark.parametrize("layers, width, T, last_only", [(1, 5, 7, True), (2, 12, 4, False), (2, 9, 1, True),
-                                                         (1, 19, 13, False)])
-def test_recurrent_step_equals_autograd(kind, layers, width, T, last_only):
+@pytest.mark.parametrize("layers, width, T, last_only, B", [(1, 5, 7, True, 6), (2, 12, 4, False, 6),
+                                                            (2, 9, 1, True, 6), (1, 19, 13, False, 6),
+                                                            (2, 33, 3, False, 15)])
+def test_recurrent_step_equals_autograd(kind, layers, width, T, last_only, B):
     """The hand-written step of lib.recurrent_step gives the loss and every gradient of autograd
     through the network's forward (float64, 1e-12); widths that fill SIMD vectors and leave tails,
-    batches of 6 rows (GEMM tiles of four and a remainder)."""
+    batches of 6 and 15 rows (the recurrent GEMM's tiles of eight or six rows, four, two and one)."""
     net = lib.RecurrentNet(kind, 4, width, 3, layers=layers, seed=width + T, dtype=F64)
     g = torch.Generator().manual_seed(T)
-    x = torch.randn(6, T, 4, generator=g, dtype=F64)
-    y = torch.randn(6, 3, generator=g, dtype=F64) if last_only else torch.randn(6, T, 3, generator=g, dtype=F64)
+    x = torch.randn(B, T, 4, generator=g, dtype=F64)
+    y = torch.randn(B, 3, generator=g, dtype=F64) if last_only else torch.randn(B, T, 3, generator=g, dtype=F64)
     out = net.forward_unchecked(x)
     ref = 0.5 * ((out[:, -1] if last_only else out) - y).square().mean()
     g_ref = torch.autograd.grad(ref, list(net.parameters()))
