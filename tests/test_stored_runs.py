@@ -189,3 +189,18 @@ def test_a_stored_measurement_is_read_back_only_as_written(tmp_path):
 def test_a_run_is_called_the_papers_only_at_the_papers_steps():
     assert artefacts.at_steps({"steps": 300_000, "paper_steps": 300_000}) == "the paper's 300,000 steps"
     assert artefacts.at_steps({"steps": 299_999, "paper_steps": 300_000}) == "299,999 of the paper's 300,000 steps"
+
+
+def test_a_run_names_every_device_and_commit_its_segments_record():
+    # the top level of a joined run's meta holds its first segment's values only
+    seg = lambda device, commit: {"device": device, "git_commit": commit}          # noqa: E731
+    meta = {"device": "CPU: A", "git_commit": "c1",
+            "group_segments": [[seg("CPU: A", "c1"), seg("CPU: B", "c2")], [seg("CPU: B", "c2")], [seg("CPU: A", "c1")]]}
+    assert artefacts.recorded(meta, "device") == ["CPU: A", "CPU: B"]
+    assert artefacts.recorded(meta, "git_commit") == ["c1", "c2"]
+    assert artefacts.recorded({"device": "GPU", "git_commit": "c3"}, "device") == ["GPU"]
+    # the stored runs: every device of every segment is named
+    for name in ("arch_teacher", "teacher_width"):
+        m = artefacts.load_run(name)["meta"]
+        segs = [s for g in m["group_segments"] for s in g]
+        assert set(artefacts.recorded(m, "device")) == {s["device"] for s in segs}

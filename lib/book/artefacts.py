@@ -20,7 +20,7 @@ import torch
 
 from ..data import sha256 as sha256_of
 
-__all__ = ["load_run", "load_finished_groups", "work_folder", "load_chapter_run", "load_measurement", "at_steps", "chapter_folder", "glue_json", "jsonable", "RESULTS", "sha256_of",
+__all__ = ["load_run", "load_finished_groups", "work_folder", "load_chapter_run", "load_measurement", "at_steps", "recorded", "chapter_folder", "glue_json", "jsonable", "RESULTS", "sha256_of",
            "manifest_path", "read_manifest", "verify"]
 
 RESULTS = Path(__file__).resolve().parents[2] / "results"
@@ -116,6 +116,16 @@ def at_steps(meta: dict) -> str:
     if steps >= paper:
         return f"the paper's {paper:,} steps"
     return f"{steps:,} of the paper's {paper:,} steps"
+
+
+def recorded(meta: dict, key: str) -> list[str]:
+    """The values of ``key`` (``"device"``, ``"git_commit"``, ``"code_sha256"``) over every segment
+    of a stored training run's groups, in order of first appearance: a run whose groups were
+    resumed under another commit or on another machine has several, while the top level of its
+    ``meta`` records only its first segment's.  A run without segments gives the one value of its
+    ``meta``."""
+    segments = [seg for group in meta.get("group_segments", []) for seg in group] or [meta]
+    return list(dict.fromkeys(seg.get(key, "?") for seg in segments))
 
 
 def load_measurement(name: str, root: str | Path | None = None) -> dict:
