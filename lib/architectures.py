@@ -9,7 +9,8 @@ chapter all build networks and name them through :func:`build` and :func:`label`
 architecture is one entry here (and, for Fig. 4, one line of the experiment registry).
 
     ARCHITECTURES      kind -> Architecture(kind, name, color, layers)
-    build(kind, layers, d_in, widths, d_out, seeds)   the stack of networks trained together
+    INITS              name -> Init: the initialisations of the gated RNN that Chapter 11 compares
+    build(kind, layers, d_in, widths, d_out, seeds, init="uniform")   the stack trained together
     label(kind, layers)                               "LSTM, 2 layers"
 """
 from __future__ import annotations
@@ -22,7 +23,7 @@ from ._checks import positive_int
 from .gated import StackedGatedRNN
 from .recurrent_cells import RECURRENT_KINDS, ModuleStack, RecurrentNet
 
-__all__ = ["Architecture", "ARCHITECTURES", "build", "label"]
+__all__ = ["Architecture", "ARCHITECTURES", "Init", "INITS", "build", "label"]
 
 # Okabe-Ito (colour-blind safe), the palette of lib.book.plotting
 _BLUE, _VERMILION, _GREEN, _PURPLE, _ORANGE, _SKY = "#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9"
@@ -50,6 +51,32 @@ ARCHITECTURES: dict[str, Architecture] = {a.kind: a for a in (
 assert set(ARCHITECTURES) - {"gated"} == set(RECURRENT_KINDS)
 
 
+@dataclass(frozen=True)
+class Init:
+    """An initialisation of the gated RNN of eq. (2), which the paper does not state (Chapter 11,
+    section "sec-teacher-init"): the law of lam and its range, the LRU's input normalisation, the
+    scale of the four gating matrices (arguments of :class:`lib.gated.GatedLinearRNN`)."""
+
+    name: str
+    label: str
+    lam_init: tuple[float, float] = (0.0, 1.0)
+    lam_law: str = "uniform"
+    input_norm: bool = False
+    gate_scale: float = 1.0
+
+    def kwargs(self) -> dict:
+        return {"lam_init": self.lam_init, "lam_law": self.lam_law, "input_norm": self.input_norm,
+                "gate_scale": self.gate_scale}
+
+
+INITS: dict[str, Init] = {i.name: i for i in (
+    Init("uniform", "the book's: λ ~ U(0, 1), every matrix N(0, 1/fan-in)"),
+    Init("lru", "LRU: |λ|² ~ U(0, 1), input normalised by √(1 − λ²)", (0.0, 1.0), "lru", True),
+    Init("lru_ring", "LRU ring: |λ|² ~ U(0.9², 0.999²), input normalised by √(1 − λ²)", (0.9, 0.999), "lru", True),
+    Init("small_gates", "small gates: λ ~ U(0, 1), the four gating matrices × 0.1", gate_scale=0.1),
+)}
+
+
 def _check(kind: str, layers: int) -> Architecture:
     if kind not in ARCHITECTURES:
         raise ValueError(f"kind must be one of {', '.join(ARCHITECTURES)}, got {kind!r}")
@@ -68,22 +95,28 @@ def label(kind: str, layers: int) -> str:
     return arch.name if kind == "gated" else f"{arch.name}, {layers} layer{'s' * (layers > 1)}"
 
 
-def build(kind: str, layers: int, d_in: int, widths, d_out: int, seeds, *, dtype: torch.dtype = torch.float32,
-          device: torch.device | str = "cpu"):
+def build(kind: str, layers: int, d_in: int, widths, d_out: int, seeds, *, init: str = "uniform",
+          dtype: torch.dtype = torch.float32, device: torch.device | str = "cpu"):
     """The networks of one group, stacked for :func:`lib.online.train_online`: member k has width
     ``widths[k]`` and initial weights from ``seeds[k]``.  A :class:`lib.gated.StackedGatedRNN` for
     ``kind="gated"``, else a :class:`lib.recurrent_cells.ModuleStack` of
     :class:`lib.recurrent_cells.RecurrentNet`.
 
+    ``init``: a name of :data:`INITS` (the gated RNN only; the other kinds have their own).
+
     Used by ``tools/paper.py`` to train the runs of Chapter 13, section "sec-fig4", and by
     :func:`lib.book.artefacts.load_run` to rebuild them.
     """
     _check(kind, layers)
+    if init not in INITS:
+        raise ValueError(f"init must be one of {', '.join(INITS)}, got {init!r}")
+    if init != "uniform" and kind != "gated":
+        raise ValueError(f"init {init!r} is an initialisation of the gated RNN; {kind} has its own")
     widths, seeds = list(widths), list(seeds)
     if not widths or len(widths) != len(seeds):
         raise ValueError(f"widths and seeds must be non-empty lists of equal length, got {len(widths)} and "
                          f"{len(seeds)}")
     if kind == "gated":
-        return StackedGatedRNN(d_in, widths, d_out, seeds, dtype=dtype, device=device)
+        return StackedGatedRNN(d_in, widths, d_out, seeds, **INITS[init].kwargs(), dtype=dtype, device=device)
     return ModuleStack([RecurrentNet(kind, d_in, w, d_out, layers=layers, seed=s, dtype=dtype)
                         for w, s in zip(widths, seeds)]).to(device)

@@ -22,7 +22,7 @@ from itertools import combinations_with_replacement
 import torch
 from torch import nn
 
-from ._checks import as_tensor, finite, finite_output, float_dtype, positive_int, seed_int, torch_device
+from ._checks import as_tensor, finite, finite_output, float_dtype, positive_int, positive_real, seed_int, torch_device
 from . import gated_step
 from .diagonal import DiagonalRecurrence, recur_, scan_time_major
 
@@ -54,7 +54,12 @@ class GatedLinearRNN(nn.Module):
         n_gate: output-gating neurons (pre-readout), default ``n_hidden``.
         d_out: output dimension.
         append_one: extend every input x_t by a constant 1 (the paper's bias-free trick).
-        lam_init: (low, high) of the uniform initial distribution of lam.
+        lam_init: (low, high) of the initial distribution of lam (of |lam| for ``lam_law="lru"``).
+        lam_law: "uniform" (lam ~ U(low, high), the book's) or "lru" (|lam|^2 ~ U(low^2, high^2),
+            the LRU's initialisation, Orvieto et al. 2023, App. A.1's layer).
+        input_norm: multiply each row of ``W_in_x`` by sqrt(1 - lam^2) at initialisation (the LRU's
+            input normalisation gamma, folded into the input gate).
+        gate_scale: factor on the four gating matrices at initialisation (1: variance 1/fan_in).
         seed: seed of the initial weights (Gaussian, variance 1/fan_in).
         dtype: parameter dtype (float64 for exact identities, float32 for training).
     Input ``x``: (B, T, d_in); output (B, T, d_out).  Parameters: ``W_in_m, W_in_x``
@@ -64,6 +69,7 @@ class GatedLinearRNN(nn.Module):
 
     def __init__(self, d_in: int, n_hidden: int, d_out: int, n_gate: int | None = None, *,
                  append_one: bool = True, lam_init: tuple[float, float] = (0.0, 1.0),
+                 lam_law: str = "uniform", input_norm: bool = False, gate_scale: float = 1.0,
                  seed: int = 0, dtype: torch.dtype = torch.float64):
         super().__init__()
         d_in = positive_int("d_in", d_in)
@@ -73,6 +79,11 @@ class GatedLinearRNN(nn.Module):
         lo, hi = (float(v) for v in lam_init)
         if not 0.0 <= lo < hi <= 1.0:
             raise ValueError(f"lam_init must be (low, high) with 0 <= low < high <= 1, got {lam_init}")
+        if lam_law not in ("uniform", "lru"):
+            raise ValueError(f"lam_law must be 'uniform' or 'lru', got {lam_law!r}")
+        if not isinstance(input_norm, bool):
+            raise TypeError(f"input_norm must be True or False, got {input_norm!r}")
+        gate_scale = positive_real("gate_scale", gate_scale)
         seed = seed_int("seed", seed)
         dtype = float_dtype("dtype", dtype)
         self.d_in, self.append_one = d_in, bool(append_one)
@@ -82,14 +93,21 @@ class GatedLinearRNN(nn.Module):
         def gauss(rows, cols):
             return torch.randn(rows, cols, generator=g, dtype=torch.float64) / math.sqrt(cols)
 
-        lam0 = lo + (hi - lo) * torch.rand(n_hidden, generator=g, dtype=torch.float64)
+        u = torch.rand(n_hidden, generator=g, dtype=torch.float64)
+        lam0 = lo + (hi - lo) * u if lam_law == "uniform" else torch.sqrt(lo ** 2 + (hi ** 2 - lo ** 2) * u)
         lam0 = lam0.clamp(1e-4, 1 - 1e-4)
-        self.W_in_m = nn.Parameter(gauss(n_hidden, d_x).to(dtype))
-        self.W_in_x = nn.Parameter(gauss(n_hidden, d_x).to(dtype))
+        # the same draws in the same order whatever the law and the scales: two initialisations
+        # of one seed differ only in lam's law and in those factors
+        W_in_m, W_in_x = gauss(n_hidden, d_x), gauss(n_hidden, d_x)
+        W_out_m, W_out_x, D = gauss(n_gate, n_hidden), gauss(n_gate, n_hidden), gauss(d_out, n_gate)
+        if input_norm:
+            W_in_x = W_in_x * torch.sqrt(1 - lam0 ** 2)[:, None]
+        self.W_in_m = nn.Parameter((gate_scale * W_in_m).to(dtype))
+        self.W_in_x = nn.Parameter((gate_scale * W_in_x).to(dtype))
         self.nu_log = nn.Parameter(_lam_to_nu(lam0).to(dtype))
-        self.W_out_m = nn.Parameter(gauss(n_gate, n_hidden).to(dtype))
-        self.W_out_x = nn.Parameter(gauss(n_gate, n_hidden).to(dtype))
-        self.D = nn.Parameter(gauss(d_out, n_gate).to(dtype))
+        self.W_out_m = nn.Parameter((gate_scale * W_out_m).to(dtype))
+        self.W_out_x = nn.Parameter((gate_scale * W_out_x).to(dtype))
+        self.D = nn.Parameter(D.to(dtype))
 
     # -- construction from explicit weights
     @classmethod
@@ -407,8 +425,8 @@ class StackedGatedRNN(nn.Module):
     """
 
     def __init__(self, d_in: int, widths, d_out: int, seeds, *, append_one: bool = True,
-                 lam_init: tuple[float, float] = (0.0, 1.0), dtype: torch.dtype = torch.float32,
-                 device: torch.device | str = "cpu"):
+                 lam_init: tuple[float, float] = (0.0, 1.0), lam_law: str = "uniform", input_norm: bool = False,
+                 gate_scale: float = 1.0, dtype: torch.dtype = torch.float32, device: torch.device | str = "cpu"):
         super().__init__()
         d_in, d_out = positive_int("d_in", d_in), positive_int("d_out", d_out)
         widths = [positive_int("widths[k]", w) for w in widths]
@@ -417,8 +435,9 @@ class StackedGatedRNN(nn.Module):
             raise ValueError(f"widths and seeds must be non-empty lists of equal length, got "
                              f"{len(widths)} and {len(seeds)}")
         dtype, device = float_dtype("dtype", dtype), torch_device("device", device)
-        members = [GatedLinearRNN(d_in, w, d_out, append_one=append_one, lam_init=lam_init, seed=s,
-                                  dtype=torch.float64) for w, s in zip(widths, seeds)]
+        members = [GatedLinearRNN(d_in, w, d_out, append_one=append_one, lam_init=lam_init, lam_law=lam_law,
+                                  input_norm=input_norm, gate_scale=gate_scale, seed=s, dtype=torch.float64)
+                   for w, s in zip(widths, seeds)]
         self._stack(members, dtype, device)
 
     @classmethod

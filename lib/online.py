@@ -224,7 +224,7 @@ class Checkpoint:
         if self.path is None or not self.path.is_file():
             return None
         try:
-            state = torch.load(self.path, map_location=device, weights_only=False)
+            state = torch.load(self.path, map_location=device, weights_only=True)
         except Exception as exc:  # noqa: BLE001 - a damaged checkpoint is named, never half-used
             raise ValueError(f"checkpoint {self.path} cannot be read ({type(exc).__name__}: {exc}); "
                              "delete it to start the run afresh") from None
@@ -314,7 +314,7 @@ def train_online(model: nn.Module, task, *, steps: int, data_seeds, lr: float = 
                  checkpoint: str | Path | None = None, checkpoint_every: int | None = None,
                  snapshots: Sequence[int] = (), segment: dict | None = None,
                  progress: bool = False, capture: str | bool = "auto", engine: str = "fast",
-                 on_log: Callable[[int, torch.Tensor], None] | None = None) -> dict:
+                 on_log: Callable[[int, torch.Tensor], None] | None = None, binding: dict | None = None) -> dict:
     """Online AdamW training of App. B.1 for the K members of ``model``, one step for all.
 
     Used in Chapter 11, section "sec-teacher-setup" (which describes the App. B.1 optimisation),
@@ -345,6 +345,9 @@ def train_online(model: nn.Module, task, *, steps: int, data_seeds, lr: float = 
     with autograd at every step (the plain reference the fast step is tested and measured
     against; same losses and gradients up to rounding).
     ``on_log(step, losses)`` is called at every log point (losses: (K,) block means).
+    ``binding``: what the checkpoint belongs to (a stored run's name, group index, kind, seeds,
+    data seeds, training pool, initialisation), kept in its settings: a checkpoint of another
+    group is refused, naming both.
 
     Returns ``{"step": (n_log,), "loss": (n_log, K) float64 block means of the training loss,
     "snapshots": {step: state dict}, "segments": [...], "seconds": wall time of this call,
@@ -379,6 +382,10 @@ def train_online(model: nn.Module, task, *, steps: int, data_seeds, lr: float = 
     config = {"steps": steps, "lr": lr, "lr_min": lr_min, "weight_decay": weight_decay,
               "data_seeds": data_seeds, "log_every": log_every, "K": K,
               "shapes": {n: tuple(p.shape) for n, p in model.named_parameters()}}
+    if binding is not None:
+        if not isinstance(binding, dict):
+            raise TypeError(f"binding must be a dict (what the checkpoint belongs to), got {type(binding).__name__}")
+        config["group"] = dict(binding)
     run = {"hist_step": [], "hist_loss": [], "acc": torch.zeros(K, dtype=torch.float64, device=device),
            "cnt": 0, "step": 0, "snapshots": {}, "segments": []}
     state = ckpt.load(config, device)

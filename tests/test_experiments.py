@@ -75,7 +75,8 @@ def test_runs_take_the_paper_column_of_their_chapter():
 
 
 def test_every_run_and_stored_chapter_is_declared_once():
-    assert sorted(ex.RUNS) == ["arch_icl", "arch_teacher", "icl", "icl_width", "teacher", "teacher_protocol", "teacher_width"]
+    assert sorted(ex.RUNS) == ["arch_icl", "arch_teacher", "icl", "icl_width", "teacher", "teacher_init", "teacher_protocol",
+                             "teacher_width", "teacher_width_seeds"]
     assert [e.chapter[:2] for e in ex.stored_chapters()] == ["04", "05", "06"]
 
 

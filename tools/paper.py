@@ -109,17 +109,21 @@ def run_group(name: str, i: int, steps: int, device: str, progress: bool = False
     d_in, d_out = spec.dims(exp)
     task = make_task(cfg, group, torch.float32, device)
     model = architectures.build(group.kind, group.layers, d_in, group.widths, d_out, group.seeds,
-                                dtype=torch.float32, device=device)
+                                init=group.init, dtype=torch.float32, device=device)
+    binding = {"run": name, "group": i, "kind": group.kind, "layers": group.layers, "widths": list(group.widths),
+               "seeds": list(group.seeds), "data_seeds": group.member_data_seeds, "pool": group.pool,
+               "init": group.init}
     segment = {"git_commit": git_commit(), "code_sha256": code_digest(), "device": device_name(device),
                "command": _command(), "started_utc": _utc()}
     hist = lib.train_online(model, task, steps=steps, data_seeds=group.member_data_seeds, lr=cfg["lr"],
                             lr_min=cfg["lr_min"], weight_decay=cfg["weight_decay"], log_every=log_every,
                             checkpoint=work / f"group-{i}.checkpoint.pt",
                             checkpoint_every=max(log_every, steps // 100),
-                            snapshots=[s for s in spec.snapshots if s < steps], segment=segment, progress=progress)
+                            snapshots=[s for s in spec.snapshots if s < steps], segment=segment, progress=progress,
+                            binding=binding)
     hist["segments"][-1]["finished_utc"] = _utc()
     result = {"kind": group.kind, "layers": group.layers, "widths": list(group.widths), "seeds": list(group.seeds),
-              "data_seeds": group.member_data_seeds, "pool": group.pool, "steps": steps,
+              "data_seeds": group.member_data_seeds, "pool": group.pool, "init": group.init, "steps": steps,
               "state": {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()},
               "history": {"step": hist["step"], "loss": hist["loss"]},
               "snapshots": hist["snapshots"], "segments": hist["segments"],
@@ -136,7 +140,7 @@ def run_group(name: str, i: int, steps: int, device: str, progress: bool = False
 
 def _finished(work: Path, i: int, steps: int) -> bool:
     f = work / f"group-{i}.pt"
-    return f.is_file() and torch.load(f, map_location="cpu", weights_only=False)["steps"] == steps
+    return f.is_file() and torch.load(f, map_location="cpu", weights_only=True)["steps"] == steps
 
 
 def assemble(name: str, steps: int, root: Path | None = None, replace: bool = False) -> Path:
@@ -150,7 +154,7 @@ def assemble(name: str, steps: int, root: Path | None = None, replace: bool = Fa
     cfg = config(name)
     root = Path(root) if root is not None else RESULTS
     work = work_folder(name, root)
-    parts = [torch.load(work / f"group-{i}.pt", map_location="cpu", weights_only=False)
+    parts = [torch.load(work / f"group-{i}.pt", map_location="cpu", weights_only=True)
              for i in range(len(spec.groups))]
     if any(p["steps"] != steps for p in parts):
         raise SystemExit(f"{work}: the groups were trained for {sorted({p['steps'] for p in parts})} steps, "
@@ -186,7 +190,8 @@ def assemble(name: str, steps: int, root: Path | None = None, replace: bool = Fa
     meta = {
         "experiment": name, "chapter": exp.chapter, "what": spec.what,
         "config": {**cfg, "groups": [{"kind": g.kind, "layers": g.layers, "widths": list(g.widths),
-                                      "seeds": list(g.seeds), "data_seeds": g.member_data_seeds, "pool": g.pool}
+                                      "seeds": list(g.seeds), "data_seeds": g.member_data_seeds, "pool": g.pool,
+                                      "init": g.init}
                                      for g in spec.groups], "snapshots": list(spec.snapshots)},
         "steps": steps, "paper_steps": paper_steps,
         "schedule": f"cosine from {cfg['lr']:g} to {cfg['lr_min']:g} over {steps:,} steps"
@@ -259,7 +264,7 @@ def _check_resumable(name: str, work: Path, todo: list[int], log_every: int | No
         if not ckpt.is_file():
             continue
         try:
-            written = torch.load(ckpt, map_location="cpu", weights_only=False)["config"]["log_every"]
+            written = torch.load(ckpt, map_location="cpu", weights_only=True)["config"]["log_every"]
         except Exception:  # noqa: BLE001 - an unreadable checkpoint is named by the trainer itself
             continue
         want = spec.log_every_of(i) if log_every is None else log_every

@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lib.architectures import INITS
+
 __all__ = ["Setting", "Group", "OnlineRun", "Experiment", "EXPERIMENTS", "RUNS", "REGISTRY", "experiment",
            "run_of", "stored_chapters", "load"]
 
@@ -77,10 +79,13 @@ class Group:
     data_seeds: tuple[int, ...] | None = None
     pool: int | None = None       # None: fresh sequences every step; n: App. B.1's fixed set of n in epochs
     log_every: int | None = None  # steps a logged loss block averages; None: the run's ``log_every``
+    init: str = "uniform"         # the gated RNN's initialisation, a name of lib.architectures.INITS
 
     def __post_init__(self):
         if len(self.widths) != len(self.seeds) or not self.widths:
             raise ValueError(f"a group needs one seed per width, got {self.widths} and {self.seeds}")
+        if self.init not in INITS:
+            raise ValueError(f"a group's init must be one of {', '.join(INITS)}, got {self.init!r}")
         if self.data_seeds is not None and len(self.data_seeds) != len(self.seeds):
             raise ValueError("data_seeds must have one seed per member")
         _check_log_every("a group's log_every", self.log_every, none_ok=True)
@@ -205,7 +210,8 @@ def _setting(where_from: str, name: str, raw: dict) -> Setting:
 
 def _run(where_from: str, name: str, raw: dict) -> OnlineRun:
     groups = tuple(Group(tuple(g["widths"]), tuple(g["seeds"]), g.get("kind", "gated"), g.get("layers", 1),
-                         tuple(g["data_seeds"]) if "data_seeds" in g else None, g.get("pool"), g.get("log_every"))
+                         tuple(g["data_seeds"]) if "data_seeds" in g else None, g.get("pool"), g.get("log_every"),
+                         g.get("init", "uniform"))
                    for g in raw["groups"])
     if raw["task"] not in RUN_KEYS:
         raise ValueError(f"{where_from}: run {name} has task {raw['task']!r}; tasks: {', '.join(RUN_KEYS)}")
