@@ -3,8 +3,9 @@ import pytest
 import torch
 
 import lib
-from lib import gated_step
+from lib import gated_step, recurrent_step
 from lib.online import FlatAdamW
+from lib.tasks import member_losses
 
 F64 = torch.float64
 
@@ -32,9 +33,9 @@ def test_flat_adamw_is_torch_adamw():
         for group in ref.param_groups:
             group["lr"] = lr
         ref.zero_grad()
-        lib.gated_step.member_losses_reference(a, x, y).sum().backward()
+        member_losses(a, x, y).sum().backward()
         ref.step()
-        flat.step(lib.gated_step.member_losses_reference(b, x, y).sum(), lr)
+        flat.step(member_losses(b, x, y).sum(), lr)
     for (n, p), q in zip(a.named_parameters(), b.parameters()):
         assert _rel(q, p) <= 1e-12, n
 
@@ -49,8 +50,8 @@ def test_flat_adamw_capturable_form_equals_eager():
         x = torch.randn(1, 3, 4, 3, generator=g, dtype=F64)
         y = torch.randn(1, 3, 4, 2, generator=g, dtype=F64)
         lr = lib.cosine_lr(step, 10, 1e-2, 1e-4)
-        oa.step(gated_step.member_losses_reference(a, x, y).sum(), lr)
-        ob.step(gated_step.member_losses_reference(b, x, y).sum(), torch.tensor(lr, dtype=F64))
+        oa.step(member_losses(a, x, y).sum(), lr)
+        ob.step(member_losses(b, x, y).sum(), torch.tensor(lr, dtype=F64))
     assert _rel(ob.flat, oa.flat) <= 1e-12
 
 
@@ -73,8 +74,8 @@ def test_kernel_step_equals_autograd_step(widths, T, B, d, last_only):
     x = torch.randn(K, B, T, d, generator=g, dtype=F64)
     y = torch.randn(K, B, 3, generator=g, dtype=F64) if last_only else torch.randn(K, B, T, 3, generator=g, dtype=F64)
     params = list(stack.parameters())
-    fast = stack.member_losses(x, y, last_only=last_only)
-    ref = gated_step.member_losses_reference(stack, x, y, last_only)
+    fast = gated_step.member_losses(stack, x, y, last_only=last_only)
+    ref = member_losses(stack, x, y, last_only)
     assert _rel(fast, ref) <= 1e-12
     for name, a, b in zip([n for n, _ in stack.named_parameters()], torch.autograd.grad(fast.sum(), params),
                           torch.autograd.grad(ref.sum(), params)):
@@ -91,10 +92,10 @@ def test_losses_into_grad_is_the_autograd_step(last_only):
     g = torch.Generator().manual_seed(4)
     x = torch.randn(3, 19, 7, 4, generator=g, dtype=F64)
     y = torch.randn(3, 19, 3, generator=g, dtype=F64) if last_only else torch.randn(3, 19, 7, 3, generator=g, dtype=F64)
-    ref = gated_step.member_losses_reference(stack, x, y, last_only)
+    ref = member_losses(stack, x, y, last_only)
     g_ref = torch.autograd.grad(ref.sum(), list(stack.parameters()))
     stack.W_in_m.grad = torch.full_like(stack.W_in_m, 7.0)            # stale: must be replaced
-    losses = stack.losses_into_grad(x, y, last_only)
+    losses = gated_step.losses_into_grad(stack, x, y, last_only)
     assert not losses.requires_grad and _rel(losses, ref) <= 1e-12
     for (name, p), b in zip(stack.named_parameters(), g_ref):
         assert _rel(p.grad, b) <= 1e-12, name
@@ -103,7 +104,8 @@ def test_losses_into_grad_is_the_autograd_step(last_only):
 def test_losses_into_grad_declines_where_the_kernel_does_not_apply(monkeypatch):
     monkeypatch.setattr(gated_step.KERNEL, "load", lambda: None)
     stack = lib.StackedGatedRNN(3, [4], 2, [0], dtype=F64)
-    assert stack.losses_into_grad(torch.randn(1, 2, 5, 3, dtype=F64), torch.randn(1, 2, 5, 2, dtype=F64)) is None
+    assert gated_step.losses_into_grad(stack, torch.randn(1, 2, 5, 3, dtype=F64),
+                                      torch.randn(1, 2, 5, 2, dtype=F64)) is None
     assert all(p.grad is None for p in stack.parameters())
 
 
@@ -119,8 +121,8 @@ def test_flat_adamw_eager_form_equals_fused_kernel():
         x = torch.randn(2, 3, 4, 3, generator=g, dtype=F64)
         y = torch.randn(2, 3, 4, 2, generator=g, dtype=F64)
         lr = lib.cosine_lr(step, 20, 1e-2, 1e-4)
-        oa.step(gated_step.member_losses_reference(a, x, y).sum(), lr)
-        ob.step(gated_step.member_losses_reference(b, x, y).sum(), lr)
+        oa.step(member_losses(a, x, y).sum(), lr)
+        ob.step(member_losses(b, x, y).sum(), lr)
     assert oa._fused is not None or not hasattr(torch, "_fused_adamw_")
     assert _rel(ob.flat, oa.flat) <= 1e-12 and _rel(ob.exp_avg_sq, oa.exp_avg_sq) <= 1e-12
 
@@ -141,8 +143,8 @@ def test_kernel_step_float32_close_to_float64():
     s64 = lib.StackedGatedRNN.from_members([stack.member(0)], dtype=F64)
     task = lib.AttentionTeacherTask(*lib.lsa_teachers(4, [0]), T=32, batch=64, x_std=0.5, dtype=F64)
     x, y = task.sample([torch.Generator().manual_seed(0)])
-    g32 = torch.autograd.grad(stack.member_losses(x.float(), y.float()).sum(), list(stack.parameters()))
-    g64 = torch.autograd.grad(gated_step.member_losses_reference(s64, x, y).sum(), list(s64.parameters()))
+    g32 = torch.autograd.grad(gated_step.member_losses(stack, x.float(), y.float()).sum(), list(stack.parameters()))
+    g64 = torch.autograd.grad(member_losses(s64, x, y).sum(), list(s64.parameters()))
     assert all(_rel(a.double(), b) <= 1e-4 for a, b in zip(g32, g64))
 
 
@@ -150,7 +152,7 @@ def test_without_kernel_the_reference_is_used(monkeypatch):
     monkeypatch.setattr(gated_step.KERNEL, "load", lambda: None)
     stack = lib.StackedGatedRNN(3, [4], 2, [0], dtype=F64)
     x, y = torch.randn(1, 2, 5, 3, dtype=F64), torch.randn(1, 2, 5, 2, dtype=F64)
-    assert torch.equal(stack.member_losses(x, y), gated_step.member_losses_reference(stack, x, y))
+    assert torch.equal(gated_step.member_losses(stack, x, y), member_losses(stack, x, y))
 
 
 def test_snapshots_and_segments(tmp_path):
@@ -216,7 +218,7 @@ def test_pool_protocol_goes_through_epochs_and_resumes_exactly(tmp_path):
     assert out["resumed_from"] == 5 and torch.equal(out["loss"], ref["loss"])
 
 
-lru_kernel = pytest.mark.skipif(not lib.recurrent_step.kernel_available(), reason="the LRU kernel is not available")
+lru_kernel = pytest.mark.skipif(not recurrent_step.kernel_available(), reason="the LRU kernel is not available")
 
 
 @lru_kernel
@@ -236,7 +238,7 @@ def test_recurrent_step_equals_autograd(kind, layers, width, T, last_only, B):
     ref = 0.5 * ((out[:, -1] if last_only else out) - y).square().mean()
     g_ref = torch.autograd.grad(ref, list(net.parameters()))
     grads = {p: torch.full_like(p, 3.0) for p in net.parameters()}
-    loss = lib.recurrent_step.net_step(lib.recurrent_step.KERNEL.load(), net, x, y, last_only, grads.__getitem__)
+    loss = recurrent_step.net_step(recurrent_step.KERNEL.typed(F64), net, x, y, last_only, grads.__getitem__)
     assert _rel(loss, ref) <= 1e-12
     for (name, p), b in zip(net.named_parameters(), g_ref):
         assert _rel(grads[p], b) <= 1e-12, name
@@ -244,7 +246,8 @@ def test_recurrent_step_equals_autograd(kind, layers, width, T, last_only, B):
 
 @lru_kernel
 def test_module_stack_step_mixes_lru_and_autograd_members():
-    """ModuleStack.losses_into_grad: the networks of lib.recurrent_step by the kernel step, another
+    """The ModuleStack step (recurrent_step.losses_into_grad): the networks of lib.recurrent_step by
+    the kernel step, another
     module by autograd; every .grad replaced by the gradient of the losses' sum, as autograd
     through the stack gives."""
 
@@ -267,12 +270,12 @@ def test_module_stack_step_mixes_lru_and_autograd_members():
     g_ref = torch.autograd.grad(ref.sum(), list(stack.parameters()))
     for p in stack.parameters():
         p.grad = torch.full_like(p, 5.0)
-    losses = stack.losses_into_grad(x, y, last_only=True)
+    losses = recurrent_step.losses_into_grad(stack, x, y, last_only=True)
     assert _rel(losses, ref) <= 1e-12
     for (name, p), b in zip(stack.named_parameters(), g_ref):
         assert _rel(p.grad, b) <= 1e-12, name
     plain_only = lib.ModuleStack([Plain()])
-    assert plain_only.losses_into_grad(x[:1], y[:1], last_only=True) is None
+    assert recurrent_step.losses_into_grad(plain_only, x[:1], y[:1], last_only=True) is None
 
 
 @lru_kernel
@@ -287,8 +290,8 @@ def test_recurrent_step_float32_close_to_float64(kind):
     out = net64.forward_unchecked(x[0])
     g64 = torch.autograd.grad(0.5 * (out[:, -1] - y[0]).square().mean(), list(net64.parameters()))
     grads = {p: torch.empty_like(p) for p in net.parameters()}
-    lib.recurrent_step.net_step(lib.recurrent_step.KERNEL.load(), net, x[0].float(), y[0].float(), True,
-                                grads.__getitem__)
+    recurrent_step.net_step(recurrent_step.KERNEL.typed(torch.float32), net, x[0].float(), y[0].float(), True,
+                            grads.__getitem__)
     assert all(_rel(grads[p].double(), b) <= 1e-5 for p, b in zip(net.parameters(), g64))
 
 
