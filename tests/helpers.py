@@ -3,12 +3,17 @@ import torch
 
 
 def rel_err(a, b) -> float:
-    """||a - b|| / ||b|| (Frobenius), computed in float64 on the CPU whatever the inputs' dtype
-    and device (a float32 result is compared with its float64 reference as it is); a zero ``b``
-    counts as 1e-300, so that two zeros agree and anything else against zero does not."""
-    a = torch.as_tensor(a).detach().to("cpu", torch.float64)
-    b = torch.as_tensor(b).detach().to("cpu", torch.float64)
+    """||a - b|| / ||b|| (Frobenius), computed in double precision on the CPU whatever the inputs'
+    dtype and device (a float32 result is compared with its float64 reference as it is; complex
+    inputs in complex128); a zero ``b`` counts as 1e-300, so that two zeros agree and anything
+    else against zero does not."""
+    a, b = _double(a), _double(b)
     return float(torch.linalg.norm(a - b) / torch.linalg.norm(b).clamp_min(1e-300))
+
+
+def _double(t) -> torch.Tensor:
+    t = torch.as_tensor(t).detach().cpu()
+    return t.to(torch.complex128 if t.is_complex() else torch.float64)
 
 
 def stop_at(step: int):

@@ -6,12 +6,9 @@ import lib
 from lib import gated_step, recurrent_step
 from lib.online import FlatAdamW
 from lib.tasks import member_losses
+from tests.helpers import rel_err
 
 F64 = torch.float64
-
-
-def _rel(a, b):
-    return float((a - b).detach().norm() / b.detach().norm().clamp_min(1e-300))
 
 
 def test_flat_adamw_is_torch_adamw():
@@ -37,7 +34,7 @@ def test_flat_adamw_is_torch_adamw():
         ref.step()
         flat.step(member_losses(b, x, y).sum(), lr)
     for (n, p), q in zip(a.named_parameters(), b.parameters()):
-        assert _rel(q, p) <= 1e-12, n
+        assert rel_err(q, p) <= 1e-12, n
 
 
 def test_flat_adamw_capturable_form_equals_eager():
@@ -52,7 +49,7 @@ def test_flat_adamw_capturable_form_equals_eager():
         lr = lib.cosine_lr(step, 10, 1e-2, 1e-4)
         oa.step(member_losses(a, x, y).sum(), lr)
         ob.step(member_losses(b, x, y).sum(), torch.tensor(lr, dtype=F64))
-    assert _rel(ob.flat, oa.flat) <= 1e-12
+    assert rel_err(ob.flat, oa.flat) <= 1e-12
 
 
 needs_kernel = pytest.mark.skipif(not gated_step.kernel_available(), reason="the gated kernel is not available")
@@ -76,10 +73,10 @@ def test_kernel_step_equals_autograd_step(widths, T, B, d, last_only):
     params = list(stack.parameters())
     fast = gated_step.member_losses(stack, x, y, last_only=last_only)
     ref = member_losses(stack, x, y, last_only)
-    assert _rel(fast, ref) <= 1e-12
+    assert rel_err(fast, ref) <= 1e-12
     for name, a, b in zip([n for n, _ in stack.named_parameters()], torch.autograd.grad(fast.sum(), params),
                           torch.autograd.grad(ref.sum(), params)):
-        assert _rel(a, b) <= 1e-12, name
+        assert rel_err(a, b) <= 1e-12, name
 
 
 @needs_kernel
@@ -96,9 +93,9 @@ def test_losses_into_grad_is_the_autograd_step(last_only):
     g_ref = torch.autograd.grad(ref.sum(), list(stack.parameters()))
     stack.W_in_m.grad = torch.full_like(stack.W_in_m, 7.0)            # stale: must be replaced
     losses = gated_step.losses_into_grad(stack, x, y, last_only)
-    assert not losses.requires_grad and _rel(losses, ref) <= 1e-12
+    assert not losses.requires_grad and rel_err(losses, ref) <= 1e-12
     for (name, p), b in zip(stack.named_parameters(), g_ref):
-        assert _rel(p.grad, b) <= 1e-12, name
+        assert rel_err(p.grad, b) <= 1e-12, name
 
 
 def test_losses_into_grad_declines_where_the_kernel_does_not_apply(monkeypatch):
@@ -124,7 +121,7 @@ def test_flat_adamw_eager_form_equals_fused_kernel():
         oa.step(member_losses(a, x, y).sum(), lr)
         ob.step(member_losses(b, x, y).sum(), lr)
     assert oa._fused is not None or not hasattr(torch, "_fused_adamw_")
-    assert _rel(ob.flat, oa.flat) <= 1e-12 and _rel(ob.exp_avg_sq, oa.exp_avg_sq) <= 1e-12
+    assert rel_err(ob.flat, oa.flat) <= 1e-12 and rel_err(ob.exp_avg_sq, oa.exp_avg_sq) <= 1e-12
 
 
 def test_teacher_output_is_causal_linear_self_attention():
@@ -134,7 +131,7 @@ def test_teacher_output_is_causal_linear_self_attention():
     x, y = task.sample([torch.Generator().manual_seed(1), torch.Generator().manual_seed(2)])
     for k in range(2):
         ref = lib.LinearSelfAttention(W[0][k], W[1][k], W[2][k])(x[k])
-        assert _rel(y[k], ref) <= 1e-12
+        assert rel_err(y[k], ref) <= 1e-12
 
 
 @needs_kernel
@@ -145,7 +142,7 @@ def test_kernel_step_float32_close_to_float64():
     x, y = task.sample([torch.Generator().manual_seed(0)])
     g32 = torch.autograd.grad(gated_step.member_losses(stack, x.float(), y.float()).sum(), list(stack.parameters()))
     g64 = torch.autograd.grad(member_losses(s64, x, y).sum(), list(s64.parameters()))
-    assert all(_rel(a.double(), b) <= 1e-4 for a, b in zip(g32, g64))
+    assert all(rel_err(a.double(), b) <= 1e-4 for a, b in zip(g32, g64))
 
 
 def test_without_kernel_the_reference_is_used(monkeypatch):
@@ -239,9 +236,9 @@ def test_recurrent_step_equals_autograd(kind, layers, width, T, last_only, B):
     g_ref = torch.autograd.grad(ref, list(net.parameters()))
     grads = {p: torch.full_like(p, 3.0) for p in net.parameters()}
     loss = recurrent_step.net_step(recurrent_step.KERNEL.typed(F64), net, x, y, last_only, grads.__getitem__)
-    assert _rel(loss, ref) <= 1e-12
+    assert rel_err(loss, ref) <= 1e-12
     for (name, p), b in zip(net.named_parameters(), g_ref):
-        assert _rel(grads[p], b) <= 1e-12, name
+        assert rel_err(grads[p], b) <= 1e-12, name
 
 
 @lru_kernel
@@ -271,9 +268,9 @@ def test_module_stack_step_mixes_lru_and_autograd_members():
     for p in stack.parameters():
         p.grad = torch.full_like(p, 5.0)
     losses = recurrent_step.losses_into_grad(stack, x, y, last_only=True)
-    assert _rel(losses, ref) <= 1e-12
+    assert rel_err(losses, ref) <= 1e-12
     for (name, p), b in zip(stack.named_parameters(), g_ref):
-        assert _rel(p.grad, b) <= 1e-12, name
+        assert rel_err(p.grad, b) <= 1e-12, name
     plain_only = lib.ModuleStack([Plain()])
     assert recurrent_step.losses_into_grad(plain_only, x[:1], y[:1], last_only=True) is None
 
@@ -292,7 +289,7 @@ def test_recurrent_step_float32_close_to_float64(kind):
     grads = {p: torch.empty_like(p) for p in net.parameters()}
     recurrent_step.net_step(recurrent_step.KERNEL.typed(torch.float32), net, x[0].float(), y[0].float(), True,
                             grads.__getitem__)
-    assert all(_rel(grads[p].double(), b) <= 1e-5 for p, b in zip(net.parameters(), g64))
+    assert all(rel_err(grads[p].double(), b) <= 1e-5 for p, b in zip(net.parameters(), g64))
 
 
 @lru_kernel
@@ -313,9 +310,9 @@ def test_train_online_fast_engine_follows_the_autograd_engine(kind):
     fast, ref = build(), build()
     out_fast = lib.train_online(fast, task, steps=6, data_seeds=[1, 2], log_every=2)
     out_ref = lib.train_online(ref, task, steps=6, data_seeds=[1, 2], log_every=2, engine="autograd")
-    assert _rel(out_fast["loss"], out_ref["loss"]) <= 1e-10
+    assert rel_err(out_fast["loss"], out_ref["loss"]) <= 1e-10
     for (name, a), b in zip(fast.named_parameters(), ref.parameters()):
-        assert _rel(a, b) <= 1e-10, name
+        assert rel_err(a, b) <= 1e-10, name
     with pytest.raises(ValueError, match="engine"):
         lib.train_online(fast, task, steps=1, data_seeds=[1, 2], engine="compiled")
 
