@@ -29,10 +29,12 @@ from ._checks import positive_int
 from .gated import StackedGatedRNN
 from .recurrent_cells import RECURRENT_KINDS, ModuleStack, RecurrentNet
 
-__all__ = ["Architecture", "ARCHITECTURES", "Init", "INITS", "STEPS", "build", "label", "training_step"]
+__all__ = ["Architecture", "ARCHITECTURES", "Init", "INITS", "PALETTE", "STEPS", "build", "label", "training_step"]
 
-# Okabe-Ito (colour-blind safe), the palette of lib.book.plotting
-_BLUE, _VERMILION, _GREEN, _PURPLE, _ORANGE, _SKY = "#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9"
+# The Okabe-Ito palette (colour-blind safe), declared once: the architectures' colours are taken
+# from it here, and the book's figures (lib.book.plotting) cycle through it.
+PALETTE = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#F0E442", "#000000")
+_BLUE, _VERMILION, _GREEN, _PURPLE, _ORANGE, _SKY = PALETTE[:6]
 
 
 @dataclass(frozen=True)
