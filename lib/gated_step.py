@@ -20,7 +20,7 @@ and the backward, by hand (no autograd graph):
 the (2n x n) output-gate matrix are left to BLAS; everything else -- the layout change of the
 batch, the input gates with their tiny inner dimension d + 1, the recurrence and its adjoint, the
 readout with d_out rows and the loss -- is a pass of the C kernel ``lib/gated.c`` (z_m, z_x formed
-in registers and recomputed in the backward rather than stored).  :func:`_step` runs the forward
+in registers and recomputed in the backward rather than stored).  :func:`step` runs the forward
 and the backward together; :func:`member_losses` wraps it for autograd, and
 :func:`losses_into_grad` (the step :func:`lib.online.train_online` takes for a
 :class:`lib.gated.StackedGatedRNN`, as the architecture registry :mod:`lib.architectures` declares)
@@ -43,7 +43,7 @@ from .gated import StackedGatedRNN
 from .kernels import CompiledKernel, for_dtype, per_type, same_loss_and_gradients
 from .tasks import member_losses as objective
 
-__all__ = ["member_losses", "losses_into_grad", "kernel_available", "PASSES"]
+__all__ = ["member_losses", "losses_into_grad", "step", "kernel_available", "PASSES"]
 
 _V, _L, _I = ctypes.c_void_p, ctypes.c_long, ctypes.c_int
 # the kernel's passes (lib/gated.c) and their arguments; each exists for float32 and float64
@@ -56,8 +56,8 @@ PASSES = {
 _PARAMS = ("W_in_m", "W_in_x", "nu_log", "W_out_m", "W_out_x", "D")
 
 
-def _step(f, params, x: torch.Tensor, y: torch.Tensor, last_only: bool,
-          grads=None, threads: int | None = None) -> torch.Tensor:
+def step(f, params, x: torch.Tensor, y: torch.Tensor, last_only: bool,
+         grads=None, threads: int | None = None) -> torch.Tensor:
     """(K,) losses of the members; with ``grads`` (six contiguous tensors shaped like ``params``,
     in the order of ``_PARAMS``) dL_k/dparams of member k written into them (overwritten).
     ``f``: the passes of :data:`PASSES` for x's dtype (the kernel's, :func:`lib.kernels.for_dtype`,
@@ -88,7 +88,7 @@ def _step(f, params, x: torch.Tensor, y: torch.Tensor, last_only: bool,
 
 def _member_step(f, params, x: torch.Tensor, y: torch.Tensor, last_only: bool,
                  grads=None, threads: int | None = None) -> torch.Tensor:
-    """:func:`_step` on all of the K members of ``x`` at once (each pass and product over the
+    """:func:`step` on all of the K members of ``x`` at once (each pass and product over the
     K members together): called with all of them when only the last step is read, else with one
     member at a time."""
     W_in_m, W_in_x, nu, W_out_m, W_out_x, D = params
@@ -131,7 +131,7 @@ class _GatedLoss(torch.autograd.Function):
     @staticmethod
     def forward(ctx, f, x, y, last_only, threads, *params):
         grads = [torch.empty_like(p) for p in params]
-        losses = _step(f, params, x, y, last_only, grads, threads)
+        losses = step(f, params, x, y, last_only, grads, threads)
         ctx.grads = grads
         return losses
 
@@ -182,7 +182,7 @@ def _losses(f, stack, x: torch.Tensor, y: torch.Tensor, last_only: bool, threads
     x, y = x.contiguous(), y.contiguous()
     if torch.is_grad_enabled() and any(p.requires_grad for p in params):
         return _GatedLoss.apply(f, x, y, last_only, threads, *params)
-    return _step(f, [p.detach().contiguous() for p in params], x, y, last_only, threads=threads)
+    return step(f, [p.detach().contiguous() for p in params], x, y, last_only, threads=threads)
 
 
 def member_losses(stack, x: torch.Tensor, y: torch.Tensor, last_only: bool = False) -> torch.Tensor:
@@ -218,5 +218,5 @@ def losses_into_grad(stack, x: torch.Tensor, y: torch.Tensor, last_only: bool = 
         if p.grad is None:
             p.grad = torch.zeros_like(p)
     with torch.no_grad():
-        return _step(f, [p.detach() for p in params], x.contiguous(), y.contiguous(),
+        return step(f, [p.detach() for p in params], x.contiguous(), y.contiguous(),
                      last_only, [p.grad for p in params])
