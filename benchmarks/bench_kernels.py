@@ -31,7 +31,7 @@ rows: the sequences).
 """
 from __future__ import annotations
 
-import argparse
+import sys
 import time
 
 import torch
@@ -183,11 +183,7 @@ def decisions(rows: list[dict]) -> list[str]:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true")
-    args = parser.parse_args()
     from benchmarks.run import format_table
 
-    result = run(quick=args.quick)
-    print(format_table(result))
-    print("\n".join(decisions(result)))
+    rows = run(quick="--quick" in sys.argv[1:])
+    print(format_table(rows) + "\n" + "\n".join(decisions(rows)))
