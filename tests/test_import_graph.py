@@ -4,6 +4,7 @@ those inside functions included: a lazy import is an arrow like any other).
 
 * ``lib`` has no cycle: every module sits above the modules it imports (the models below their
   training steps, the steps below the architecture registry, the registry below the trainer);
+  nor has the whole graph;
 * the science never imports the book's machinery, the tools or the benchmarks, and the book's
   machinery never imports the tools or the benchmarks;
 * no module of ``lib`` imports a private name (``_name``) of another module of ``lib``.
@@ -119,6 +120,11 @@ def test_the_graph_sees_lazy_and_relative_imports(tmp_path):
 def test_lib_has_no_import_cycle():
     lib_edges = {m: {t for t in ts if _in(t, "lib")} for m, ts in graph().items() if _in(m, "lib")}
     assert cycles(lib_edges) == []
+
+
+def test_no_import_cycle_anywhere():
+    """Nor do the tools and the benchmarks, among themselves or through lib."""
+    assert cycles(graph()) == []
 
 
 def test_the_science_imports_neither_the_book_nor_the_tools():
