@@ -107,7 +107,7 @@ def test_the_cycle_finder_finds_a_cycle():
     assert cycles({"a": {"b"}, "b": {"c"}, "c": set()}) == []
 
 
-def test_the_graph_sees_lazy_and_relative_imports(tmp_path):
+def test_the_graph_sees_lazy_and_relative_imports():
     """An import inside a function and a relative one are arrows of the graph."""
     known = modules()
     edges = graph()
