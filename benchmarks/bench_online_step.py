@@ -77,15 +77,16 @@ def step_flops(K: int = 1) -> int:
 
 
 def _grad_error(model, task, K: int) -> float:
-    """Largest relative difference of any weight's gradient, the fast step (``losses_into_grad``)
-    against autograd through the model's forward (float64 batch, same weights)."""
+    """Largest relative difference of any weight's gradient, the fast step (the model's hand-written
+    step, :func:`lib.architectures.training_step`) against autograd through the model's forward
+    (float64 batch, same weights)."""
     x, y = task.astype(F64).sample([torch.Generator().manual_seed(7 + k) for k in range(K)])
     params = list(model.parameters())
     ref = 0.5 * (model(x, last_only=task.last_only) - y).square().flatten(1).mean(dim=1)
     g_ref = torch.autograd.grad(ref.sum(), params)
     for p in params:
         p.grad = None
-    model.losses_into_grad(x, y, task.last_only)
+    architectures.training_step(model)(model, x, y, task.last_only)
     return max(float((p.grad - b).norm() / b.norm().clamp_min(1e-300)) for p, b in zip(params, g_ref))
 
 

@@ -26,11 +26,11 @@ Modules, by subject:
     diagonal         diagonal linear recurrences h_t = lam h_{t-1} + u_t: scan, in-place loop with
                      its adjoint backward, reference (the state update of every diagonal RNN)
     gated            gated diagonal linear RNNs (eq. 2), the attention construction, polynomials
-    gated_step       the stacked gated RNNs' training loss with a hand-written backward (gated.c)
     recurrent_cells  LRU / LSTM / GRU networks, the LSTM construction of App. A, ModuleStack
+    gated_step       the stacked gated RNNs' training step with a hand-written backward (gated.c)
     recurrent_step   the LRU / LSTM / GRU networks' training step, hand-written backward (recurrent.c)
-    architectures    the architecture registry: constructor, label and colour of every kind
-    tasks            the online tasks (attention teacher-student, in-context regression)
+    architectures    the architecture registry: constructor, label, colour and training step of every kind
+    tasks            the online tasks (attention teacher-student, in-context regression), their objective
     online           the online trainer of App. B.1 for K networks at once (flat AdamW, cosine
                      schedule, checkpoints, snapshots; CUDA-graph captured on GPUs)
     icl              in-context linear regression, eta*, the optimal one-step GD loss
@@ -40,7 +40,9 @@ Modules, by subject:
     kernels          the loader of the small C kernels (compiled on first use, checked, cached)
 
 Every function takes tensors and plain numbers, returns tensors, works in float64 by
-default and validates its arguments before doing any work.
+default and validates its arguments before doing any work.  Every module sits above the modules
+it imports (tests/test_import_graph.py): the models know nothing of their training steps, the
+steps sit above the models, the architecture registry above the steps, the trainer above it.
 """
 from .linear_rnn import (
     LinearRNN,

@@ -1,5 +1,5 @@
 """The architecture registry of Part III: every network kind the book trains, its constructor,
-its label and its colour, declared once.
+its label, its colour and its training step, declared once.
 
 Chapter 13 (section "sec-fig4") compares, as Fig. 4 of Zucchet et al. (2023) does, the gated RNN
 of eq. (2) with the LRU (GLU on the output; In+Out: GLU on input and output; In+Skip: input GLU,
@@ -12,6 +12,11 @@ architecture is one entry here (and, for Fig. 4, one line of the experiment regi
     INITS              name -> Init: the initialisations of the gated RNN that Chapter 11 compares
     build(kind, layers, d_in, widths, d_out, seeds, init="uniform")   the stack trained together
     label(kind, layers)                               "LSTM, 2 layers"
+    STEPS              stack class -> its hand-written training step (training_step(model))
+
+The models know nothing of their training: the hand-written steps (:mod:`lib.gated_step`,
+:mod:`lib.recurrent_step`) sit above them, this registry above both, and
+:func:`lib.online.train_online` above the registry.
 """
 from __future__ import annotations
 
@@ -19,14 +24,17 @@ from dataclasses import dataclass
 
 import torch
 
+from . import gated_step, recurrent_step
 from ._checks import positive_int
 from .gated import StackedGatedRNN
 from .recurrent_cells import RECURRENT_KINDS, ModuleStack, RecurrentNet
 
-__all__ = ["Architecture", "ARCHITECTURES", "Init", "INITS", "build", "label"]
+__all__ = ["Architecture", "ARCHITECTURES", "Init", "INITS", "PALETTE", "STEPS", "build", "label", "training_step"]
 
-# Okabe-Ito (colour-blind safe), the palette of lib.book.plotting
-_BLUE, _VERMILION, _GREEN, _PURPLE, _ORANGE, _SKY = "#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9"
+# The Okabe-Ito palette (colour-blind safe), declared once: the architectures' colours are taken
+# from it here, and the book's figures (lib.book.plotting) cycle through it.
+PALETTE = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#F0E442", "#000000")
+_BLUE, _VERMILION, _GREEN, _PURPLE, _ORANGE, _SKY = PALETTE[:6]
 
 
 @dataclass(frozen=True)
@@ -120,3 +128,16 @@ def build(kind: str, layers: int, d_in: int, widths, d_out: int, seeds, *, init:
         return StackedGatedRNN(d_in, widths, d_out, seeds, **INITS[init].kwargs(), dtype=dtype, device=device)
     return ModuleStack([RecurrentNet(kind, d_in, w, d_out, layers=layers, seed=s, dtype=dtype)
                         for w, s in zip(widths, seeds)]).to(device)
+
+
+# The hand-written training step of each kind of stack: step(stack, x, y, last_only) returns the
+# (K,) losses with the gradient of their sum written into the parameters' .grad, or None where it
+# does not apply (another device or dtype, no compiled kernel); the trainer then differentiates
+# the objective (lib.tasks.member_losses) with autograd.
+STEPS = {StackedGatedRNN: gated_step.losses_into_grad, ModuleStack: recurrent_step.losses_into_grad}
+
+
+def training_step(model):
+    """The hand-written training step of ``model``'s class (:data:`STEPS`), None for any other
+    model (which :func:`lib.online.train_online` trains through autograd)."""
+    return STEPS.get(type(model))

@@ -23,7 +23,6 @@ import torch
 from torch import nn
 
 from ._checks import as_tensor, finite, finite_output, float_dtype, positive_int, positive_real, seed_int, torch_device
-from . import gated_step
 from .diagonal import DiagonalRecurrence, recur_, scan_time_major
 
 __all__ = [
@@ -519,8 +518,8 @@ class StackedGatedRNN(nn.Module):
         return _no_overflow(y, x, self)
 
     def forward_unchecked(self, x: torch.Tensor, last_only: bool = False) -> torch.Tensor:
-        """:meth:`forward` without validation (the training step's inner call, through
-        :meth:`member_losses`; the trainer checks model and task once, before the first step):
+        """:meth:`forward` without validation (the training step's inner call: the trainer
+        checks model and task once, before the first step):
         gates -> recurrence -> readout, each gate a batched matrix product over all time steps,
         the recurrence time-major.
         """
@@ -540,21 +539,6 @@ class StackedGatedRNN(nn.Module):
         o = torch.bmm(h, self.W_out_m.transpose(1, 2)) * torch.bmm(h, self.W_out_x.transpose(1, 2))
         y = torch.bmm(o, self.D.transpose(1, 2))
         return y.view(K, T, B, self.d_out).transpose(1, 2)
-
-    def member_losses(self, x: torch.Tensor, y: torch.Tensor, last_only: bool = False) -> torch.Tensor:
-        """(K,) training losses, 1/2 mean squared error of every member against y (K, B, T, d_out)
-        (or (K, B, d_out) with ``last_only``): the hand-written step of :mod:`lib.gated_step` (a C
-        kernel for everything but the output-gate products) where it applies, else this model's
-        autograd forward.  What :func:`lib.online.train_online` minimises (Chapters 11-13).
-        The training step's inner call: no validation (the trainer checks once, before its first
-        step; :meth:`forward` is the checked entry)."""
-        return gated_step.member_losses(self, x, y, last_only)
-
-    def losses_into_grad(self, x: torch.Tensor, y: torch.Tensor, last_only: bool = False) -> torch.Tensor | None:
-        """:meth:`member_losses` (detached) with the gradient of their sum written straight into
-        every parameter's ``.grad``, no autograd graph (:func:`lib.gated_step.losses_into_grad`);
-        None where the kernel does not apply.  The step :func:`lib.online.train_online` takes."""
-        return gated_step.losses_into_grad(self, x, y, last_only)
 
     def _last_step(self, x: torch.Tensor) -> torch.Tensor:
         """y at the last step only, feature-major (neurons x rows), (K, B, T, d) -> (K, B, d_out).

@@ -1,9 +1,14 @@
 """Small C kernels, compiled on first use with the system C compiler and loaded with ctypes.
 
-Two hot loops of the library are written in C beside the module that uses them: the fused
-Krylov pass of the Markov engine (``krylov.c``, used by :mod:`lib.krylov`) and the element-wise
-part of the gated RNN's training step (``gated.c``, used by :mod:`lib.gated`).  Both are loaded
-the same way, by :class:`CompiledKernel`:
+Three hot loops of the library are written in C beside the module that uses them: the fused
+Krylov pass of the Markov engine (``krylov.c``, used by :mod:`lib.krylov`), the element-wise part
+of the gated RNN's training step (``gated.c``, used by :mod:`lib.gated_step`) and the element-wise
+parts and recurrences of the LRU, LSTM and GRU networks' training step (``recurrent.c``, used by
+:mod:`lib.recurrent_step`).  The two training-step kernels are written once for a type ``T``: the
+file includes itself once for float and once for double, and every function exists as
+``NAME_f32`` and ``NAME_f64`` (:func:`per_type` declares them, :func:`for_dtype` calls them with
+tensors).  Each kernel has a benchmark row that measures what its C adds over the same algorithm
+in torch (``benchmarks/``).  All three are loaded the same way, by :class:`CompiledKernel`:
 
 * the source is compiled into the user cache (``$RNNBOOK_CACHE/kernels``, else
   ``~/.cache/rnnbook/kernels``), under a name that hashes the source, the compiler, its flags and
@@ -38,7 +43,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Callable
 
-__all__ = ["CompiledKernel", "kernel_enabled", "cache_root", "same_loss_and_gradients"]
+__all__ = ["CompiledKernel", "kernel_enabled", "cache_root", "same_loss_and_gradients", "per_type", "for_dtype"]
 
 _FLAG_SETS = (["-O3", "-march=native", "-fopenmp"], ["-O3", "-fopenmp"])
 _OFF = ("0", "false", "no", "off")
@@ -132,6 +137,40 @@ def same_loss_and_gradients(loss, loss_ref, grads, grads_ref) -> bool:
         all(torch.allclose(a, b, rtol=1e-10, atol=1e-14) for a, b in zip(grads, grads_ref, strict=True))
 
 
+_SUFFIXES = {"torch.float32": "f32", "torch.float64": "f64"}
+
+
+def per_type(signatures: dict[str, list]) -> dict[str, tuple]:
+    """The ctypes table of a kernel written once per type: each ``NAME`` of ``signatures``
+    (name -> argtypes) as ``NAME_f32`` and ``NAME_f64``, both returning an int."""
+    return {f"{name}_{suffix}": (ctypes.c_int, args) for name, args in signatures.items()
+            for suffix in _SUFFIXES.values()}
+
+
+def for_dtype(fns: SimpleNamespace, dtype) -> SimpleNamespace:
+    """The functions of a loaded kernel (``NAME_f32`` for torch.float32, ``NAME_f64`` for
+    torch.float64) under their names without the suffix, called with tensors (each passed as the
+    address of its first element, a view's included), None (a null pointer) and integers.  A
+    function that returns non-zero found no memory for a scratch block: MemoryError."""
+    suffix = _SUFFIXES[str(dtype)]
+    bound = getattr(fns, "_typed_" + suffix, None)
+    if bound is None:
+        names = [n[:-len(suffix) - 1] for n in vars(fns) if n.endswith("_" + suffix) and not n.startswith("_")]
+        bound = SimpleNamespace(**{n: _with_tensors(getattr(fns, f"{n}_{suffix}"), n) for n in names})
+        setattr(fns, "_typed_" + suffix, bound)
+    return bound
+
+
+def _with_tensors(fn, name: str):
+    import torch  # noqa: PLC0415  (the loader itself does not need torch)
+
+    def call(*args):
+        if fn(*[a.data_ptr() if isinstance(a, torch.Tensor) else a for a in args]) != 0:
+            raise MemoryError(f"the kernel function {name} found no memory for its scratch block")
+    call.__name__ = name
+    return call
+
+
 class CompiledKernel:
     """The C source ``lib/<stem>.c``, compiled on first use and loaded with ctypes.
 
@@ -168,6 +207,12 @@ class CompiledKernel:
                         self._warn(f"the kernel could not be built or loaded ({type(exc).__name__}: {exc})")
                 self.state["fns"] = fns
             return self.state["fns"]
+
+    def typed(self, dtype) -> SimpleNamespace | None:
+        """The kernel's functions for ``dtype`` (:func:`for_dtype`; compiling the source if needed),
+        None when no kernel can be had."""
+        fns = self.load()
+        return None if fns is None else for_dtype(fns, dtype)
 
     def available(self) -> bool:
         """True when the compiled kernel is used (compiles it on the first call)."""

@@ -15,7 +15,7 @@ whose lag-``k`` block ``w_k = w[(k-1)a : k a]`` multiplies ``x_{t-k+1}``.
 * :func:`forgetting_shift_register` — Theorem 3.1's memory before the SVD (no data needed).
 
 The forgetting memory of one lag matrix (basis chosen backwards, kept and forgotten
-coordinates, the shifts ``P`` and ``R_{/pi}``) is built once here, by ``_forgetting``; the §3.2
+coordinates, the shifts ``P`` and ``R_{/pi}``) is built once here, by ``forgetting_memory``; the §3.2
 construction with forgetting units (:func:`lib.nonlinear_ff.general_ff_to_rnn_forgetting`) uses
 it for every hidden unit.
 """
@@ -76,7 +76,7 @@ def _check_w(w, a: int) -> torch.Tensor:
     return w
 
 
-def _check_window(name: str, l: int, seqs) -> None:
+def check_window(name: str, l: int, seqs) -> None:
     """The feedforward window ``l`` of the weights ``name`` must cover the longest sequence."""
     longest = max(s.shape[0] for s in seqs)
     if l < longest:
@@ -120,7 +120,7 @@ def rank_and_timespan(w: torch.Tensor, a: int, rtol: float = 1e-12) -> tuple[int
     return int((sv > rtol * sv[0] * max(W.shape)).sum()), int(nz[-1]) + 1
 
 
-def _forgetting_size(r: int, t: int) -> int:
+def forgetting_size(r: int, t: int) -> int:
     """``[(1 + 2t) r - r^2] / 2``, the most coordinates a forgetting memory of rank r and timespan
     t keeps.  ``r (1 + 2t - r)`` is even (its two factors sum to the odd 1 + 2t), so the halving
     is exact."""
@@ -141,7 +141,7 @@ def theorem31_bound(N: int, r: int, t: int) -> int:
     if r > t:
         raise ValueError(f"r (the rank r* of W) must be <= t (its timespan t*, the number of its "
                          f"columns), got r={r}, t={t}")
-    return min(N, _forgetting_size(r, t))
+    return min(N, forgetting_size(r, t))
 
 
 def _backward_basis(W: torch.Tensor, t_star: int, rtol: float):
@@ -170,8 +170,8 @@ def _backward_basis(W: torch.Tensor, t_star: int, rtol: float):
     return Bas, tau, Gamma
 
 
-class _Forgetting(NamedTuple):
-    """Theorem 3.1's forgetting memory of one lag matrix (see :func:`_forgetting`)."""
+class ForgettingMemory(NamedTuple):
+    """Theorem 3.1's forgetting memory of one lag matrix (see :func:`forgetting_memory`)."""
 
     Bas: torch.Tensor      # (a, r) basis chosen backwards from w_{t*}
     tau: torch.Tensor      # (r,) the lag at which each basis column entered
@@ -182,7 +182,7 @@ class _Forgetting(NamedTuple):
     R: torch.Tensor        # (r t*, r t*) R_{r, r t*/pi}
 
 
-def _forgetting(W: torch.Tensor, t_star: int, rtol: float) -> _Forgetting:
+def forgetting_memory(W: torch.Tensor, t_star: int, rtol: float) -> ForgettingMemory:
     """The forgetting memory of the lag matrix ``W`` (timespan ``t_star``): the state
     ``[xi_t; xi_{t-1}; ...; xi_{t-t*+1}]`` with ``xi = Bas^T x``, whose coordinate
     ``(k-1) r + i`` (component i at lag k) is kept for ``k <= tau_i`` and forgotten after."""
@@ -193,10 +193,10 @@ def _forgetting(W: torch.Tensor, t_star: int, rtol: float) -> _Forgetting:
         for i in range(r):
             (kept if k <= int(tau[i]) else forget).append((k - 1) * r + i)
     P, R = shift_operators(r, r * t_star, forget)
-    return _Forgetting(Bas, tau, Gamma, kept, forget, P, R)
+    return ForgettingMemory(Bas, tau, Gamma, kept, forget, P, R)
 
 
-def _forgetting_states(seqs, f: _Forgetting, l: int) -> torch.Tensor:
+def forgetting_states(seqs, f: ForgettingMemory, l: int) -> torch.Tensor:
     """``Z_{/pi}`` ``(N, r t*)``: the state matrix of the sequences ``Bas^T x_t`` cut to the first
     t* lags, with the forgotten columns set to zero."""
     Z = state_matrix([s @ f.Bas for s in seqs], l)[:, : f.P.shape[0]].clone()
@@ -224,7 +224,7 @@ def linear_ff_to_rnn(w: torch.Tensor, sequences, reduced: bool = False, rtol: fl
     w = _check_w(w, a)
     l = w.shape[0] // a
     N = sum(s.shape[0] for s in seqs)
-    _check_window("w", l, seqs)
+    check_window("w", l, seqs)
     W = lag_matrix(w, a)
     r_star, t_star = rank_and_timespan(w, a, rtol)
     if r_star == 0:
@@ -241,8 +241,8 @@ def linear_ff_to_rnn(w: torch.Tensor, sequences, reduced: bool = False, rtol: fl
         c = U.T @ Gamma.T.reshape(-1)
         info.update(rho=U.shape[1], lam=lam, columns=Z.shape[1])
         return LinearStateSpace(A @ Bas.T, B, c, info)
-    f = _forgetting(W, t_star, rtol)
-    Z = _forgetting_states(seqs, f, l)
+    f = forgetting_memory(W, t_star, rtol)
+    Z = forgetting_states(seqs, f, l)
     _, lam, U = thin_svd(Z, rtol=svd_rtol)
     A = U.T @ f.P
     B = U.T @ f.R @ U
@@ -268,10 +268,10 @@ def forgetting_shift_register(w: torch.Tensor, a: int, rtol: float = 1e-12) -> L
     r_star, t_star = rank_and_timespan(w, a, rtol)
     if r_star == 0:
         raise ValueError("w must be non-zero (its rank and timespan are 0)")
-    f = _forgetting(lag_matrix(w, a), t_star, rtol)
+    f = forgetting_memory(lag_matrix(w, a), t_star, rtol)
     A_in = f.P[f.kept] @ f.Bas.T
     B = f.R[f.kept][:, f.kept]
     c = f.Gamma.T.reshape(-1)[f.kept]
     info = dict(a=a, l=w.shape[0] // a, r_star=r_star, t_star=t_star, tau=f.tau.tolist(), kept=len(f.kept),
-                bound=_forgetting_size(r_star, t_star))
+                bound=forgetting_size(r_star, t_star))
     return LinearStateSpace(A_in, B, c, info)

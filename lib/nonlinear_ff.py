@@ -16,7 +16,7 @@ Shapes as in :mod:`lib.linear_ff` (sequences of ``(l_q, a)`` items, prefixes unr
   Theorem 3.1 (the paper's "trivially derived" bound on ``rho~``).
 
 The tanh readout ``o = tanh(w_o^T tanh(net + b) + b_o)`` of hidden net inputs is written once
-(``_readout_z`` and ``_output``); the feedforward network, the RNNs, the protein network's sparse
+(``readout_z`` and ``output_unit``); the feedforward network, the RNNs, the protein network's sparse
 path (:mod:`lib.protein`) and the scans of :mod:`lib.smallest_k` all call it.
 """
 from __future__ import annotations
@@ -29,7 +29,7 @@ import torch
 from torch import nn
 
 from ._checks import DTYPE, as_tensor, nonneg_real, positive_int, positive_real, seed_int
-from .linear_ff import (LinearStateSpace, _check_window, _forgetting, _forgetting_size, _forgetting_states,
+from .linear_ff import (LinearStateSpace, check_window, forgetting_memory, forgetting_size, forgetting_states,
                         lag_matrix, linear_ff_to_rnn, rank_and_timespan)
 from .sequence_memory import (autoencoder_matrices, check_sequences, encode, pad_sequences,
                               shift_operators, state_matrix, thin_svd)
@@ -45,13 +45,13 @@ __all__ = [
 ]
 
 
-def _readout_z(net: torch.Tensor, b: torch.Tensor, w_o: torch.Tensor, b_o) -> torch.Tensor:
+def readout_z(net: torch.Tensor, b: torch.Tensor, w_o: torch.Tensor, b_o) -> torch.Tensor:
     """The output unit's net input ``w_o^T tanh(net + b) + b_o`` for hidden net inputs ``net``
     ``(..., H)``: shape ``(...)``."""
     return torch.tanh(net + b) @ w_o + b_o
 
 
-def _output(z: torch.Tensor, out_tanh: bool) -> torch.Tensor:
+def output_unit(z: torch.Tensor, out_tanh: bool) -> torch.Tensor:
     """The output unit: ``tanh(z)``, or ``z`` for a linear output."""
     return torch.tanh(z) if out_tanh else z
 
@@ -81,7 +81,7 @@ class FeedforwardNet(nn.Module):
         return torch.tanh(xi @ self.W.T + self.b)
 
     def forward(self, xi: torch.Tensor) -> torch.Tensor:
-        return _output(_readout_z(xi @ self.W.T, self.b, self.w_o, self.b_o), self.out_tanh)
+        return output_unit(readout_z(xi @ self.W.T, self.b, self.w_o, self.b_o), self.out_tanh)
 
 
 class OneStepFF:
@@ -128,7 +128,7 @@ class OneStepFF:
         """Outputs on every prefix ``(N,)`` (direct evaluation over the unrolled prefix)."""
         feats = self.features(sequences)
         l = max(max(f.shape[0] for f in feats), self.l)
-        return _output(state_matrix(feats, l) @ self.feature_weights(l) + self.b_o, self.out_tanh)
+        return output_unit(state_matrix(feats, l) @ self.feature_weights(l) + self.b_o, self.out_tanh)
 
 
 def one_step_ff_to_rnn(net: OneStepFF, sequences, reduced: bool = False, svd_rtol: float | None = None):
@@ -226,7 +226,7 @@ class MemoryRNN:
         return self._out(Y @ self.G[:, : Y.shape[1]].T)
 
     def _out(self, net: torch.Tensor) -> torch.Tensor:
-        return _output(_readout_z(net, self.b, self.w_o, self.b_o), self.out_tanh)
+        return output_unit(readout_z(net, self.b, self.w_o, self.b_o), self.out_tanh)
 
     def states(self, sequences, beta: float | None = None) -> list[torch.Tensor]:
         """Memory states ``(l_q, rho)`` per sequence (linear, or ``beta tanh(./beta)`` units)."""
@@ -285,7 +285,7 @@ def _check_ff(W_hid, b, w_o, b_o, sequences):
     if b.shape[0] != H or w_o.shape[0] != H:
         raise ValueError(f"b and w_o must have H = {H} entries, got {b.shape[0]} and {w_o.shape[0]}")
     l = W_hid.shape[1] // a
-    _check_window("W_hid", l, seqs)
+    check_window("W_hid", l, seqs)
     return seqs, a, l, W_hid, b, w_o, torch.as_tensor(b_o, dtype=DTYPE)
 
 
@@ -395,8 +395,8 @@ def general_ff_to_rnn_forgetting(W_hid, b, w_o, b_o, sequences, rtol: float = 1e
             Zs.append(torch.zeros(N, 0, dtype=DTYPE)); Ps.append(torch.zeros(0, a, dtype=DTYPE))
             Rs.append(torch.zeros(0, 0, dtype=DTYPE)); cs.append(torch.zeros(0, dtype=DTYPE))
             continue
-        f = _forgetting(lag_matrix(W_hid[h], a), t_h, rtol)
-        Zs.append(_forgetting_states(seqs, f, l)); Ps.append(f.P @ f.Bas.T); Rs.append(f.R)
+        f = forgetting_memory(lag_matrix(W_hid[h], a), t_h, rtol)
+        Zs.append(forgetting_states(seqs, f, l)); Ps.append(f.P @ f.Bas.T); Rs.append(f.R)
         cs.append(f.Gamma.T.reshape(-1))
         units.append((r_h, t_h, len(f.kept)))
     Yt = torch.cat(Zs, 1)
@@ -408,7 +408,7 @@ def general_ff_to_rnn_forgetting(W_hid, b, w_o, b_o, sequences, rtol: float = 1e
     for h, c in enumerate(cs):
         G[h] = c @ U[off: off + c.shape[0]]
         off += c.shape[0]
-    bound = min(N, sum(_forgetting_size(r, t) for r, t, _ in units))
+    bound = min(N, sum(forgetting_size(r, t) for r, t, _ in units))
     info = dict(rho=U.shape[1], lam=lam, shape=tuple(Yt.shape), N=N, units=units,
                 kept=sum(k for _, _, k in units), bound=bound)
     return MemoryRNN(A, B, G, b, w_o, b_o, out_tanh, info)

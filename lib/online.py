@@ -7,11 +7,13 @@ is that loop, for the K members of a stack (a :class:`lib.gated.StackedGatedRNN`
 
     for step in 1 .. steps:
         x, y   = task.sample(generators)                 # sample: one fresh batch per member
-        losses = model.member_losses(x, y)               # loss: 1/2 mean squared error, (K,)
+        losses = member_losses(model, x, y)              # loss: 1/2 mean squared error, (K,)
         opt.step(losses.sum(), lr=cosine_lr(step, ...))  # step + schedule: AdamW, cosine
         log(step, losses)                                # block means, snapshots, checkpoint
 
-The parts around it are small and separate:
+(the loss and its gradients by the model's hand-written step where the architecture registry
+declares one, :func:`lib.architectures.training_step`).  The parts around it are small and
+separate:
 
 * :class:`FlatAdamW` -- AdamW (torch's update, decoupled weight decay) on ONE flat buffer of all
   parameters (the model's parameters become views into it): a step is eight element-wise passes
@@ -22,6 +24,8 @@ The parts around it are small and separate:
   uninterrupted one;
 * ``snapshots`` -- copies of the weights at chosen steps (the structure-against-steps figure of
   Chapter 11);
+* :func:`_checked_settings`, :func:`_resume` -- the arguments checked before any work, and the
+  run's state read back from its checkpoint;
 * :func:`_capture` -- on CUDA, the whole step captured once in a CUDA graph and replayed.
 """
 from __future__ import annotations
@@ -36,9 +40,13 @@ from typing import Callable, Sequence
 import torch
 from torch import nn
 
-from ._checks import positive_int, positive_real, seed_int
+from dataclasses import dataclass
 
-__all__ = ["train_online", "cosine_lr", "FlatAdamW", "check_adamw"]
+from . import architectures
+from ._checks import positive_int, positive_real, seed_int
+from .tasks import member_losses
+
+__all__ = ["train_online", "cosine_lr", "FlatAdamW", "check_adamw", "is_log_step"]
 
 
 def cosine_lr(step: int, steps: int, lr: float, lr_min: float) -> float:
@@ -57,7 +65,13 @@ def cosine_lr(step: int, steps: int, lr: float, lr_min: float) -> float:
             raise ValueError(f"{name} must be a finite positive number, got {value!r}")
     if lr_min > lr:
         raise ValueError(f"lr_min must be <= lr, got lr_min={lr_min}, lr={lr}")
-    return lr_min + 0.5 * (lr - lr_min) * (1.0 + math.cos(math.pi * (step - 1) / steps))
+    return _cosine(step - 1, steps, lr, lr_min)
+
+
+def _cosine(done, steps: int, lr: float, lr_min: float, cos=math.cos):
+    """The schedule itself, written once: the rate after ``done`` of ``steps`` updates (a number;
+    or, in the captured CUDA step, a device tensor with ``cos=torch.cos``)."""
+    return lr_min + 0.5 * (lr - lr_min) * (1.0 + cos(math.pi * done / steps))
 
 
 def check_adamw(lr, lr_min, weight_decay, no_decay) -> tuple[float, float, float, tuple[str, ...]]:
@@ -246,26 +260,10 @@ class Checkpoint:
         os.replace(tmp, self.path)
 
 
-def _is_log_step(step: int, log_every: int, steps: int) -> bool:
-    """Whether a block mean of the loss is recorded after update ``step`` (1-based)."""
+def is_log_step(step: int, log_every: int, steps: int) -> bool:
+    """Whether a block mean of the loss is recorded after update ``step`` (1-based): every
+    ``log_every`` updates and after the last (also the rule of :func:`lib.training.train_adamw`)."""
     return step % log_every == 0 or step == steps
-
-
-def _autograd_losses(model: nn.Module, x: torch.Tensor, y: torch.Tensor, last_only: bool) -> torch.Tensor:
-    """(K,) 1/2 mean squared errors through the model's own forward (``forward_unchecked``
-    where it has one: the trainer has checked model and task once), for autograd: the
-    reference step (``train_online(..., engine="autograd")``)."""
-    out = getattr(model, "forward_unchecked", model)(x, last_only=last_only)
-    return 0.5 * (out - y).square().flatten(1).mean(dim=1)
-
-
-def _member_losses(model: nn.Module, x: torch.Tensor, y: torch.Tensor, last_only: bool) -> torch.Tensor:
-    """(K,) 1/2 mean squared errors: the model's own ``member_losses`` when it has one (the
-    gated stack's kernel step), else through its forward."""
-    own = getattr(model, "member_losses", None)
-    if own is not None:
-        return own(x, y, last_only=last_only)
-    return 0.5 * (model(x, last_only=last_only) - y).square().flatten(1).mean(dim=1)
 
 
 def _same_device(a, b) -> bool:
@@ -322,13 +320,13 @@ def train_online(model: nn.Module, task, *, steps: int, data_seeds, lr: float = 
 
     Every step draws one fresh batch per member (``task.sample``; member k from a
     ``torch.Generator`` seeded with ``data_seeds[k]``), computes each member's loss
-    (1/2 mean squared error; ``task.last_only``: the last step alone), back-propagates their
-    sum (the members share no parameter, so each gets its own gradient) and takes an AdamW
-    step (:class:`FlatAdamW`) with the cosine schedule :func:`cosine_lr`; parameters whose name
-    ends with an entry of ``no_decay`` (the recurrent lam) get no weight decay.  Member k
-    therefore follows exactly the trajectory of a run of member k alone (tested to 1e-12 in
-    float64).  Model and task are checked against each other first (members, device, dtype,
-    output shape against target shape).
+    (1/2 mean squared error, :func:`lib.tasks.member_losses`; ``task.last_only``: the last step
+    alone), back-propagates their sum (the members share no parameter, so each gets its own
+    gradient) and takes an AdamW step (:class:`FlatAdamW`) with the cosine schedule
+    :func:`cosine_lr`; parameters whose name ends with an entry of ``no_decay`` (the recurrent
+    lam) get no weight decay.  Member k therefore follows exactly the trajectory of a run of
+    member k alone (tested to 1e-12 in float64).  Model and task are checked against each other
+    first (members, device, dtype, output shape against target shape).
 
     ``checkpoint``: a file; every ``checkpoint_every`` steps the whole state is written to it
     atomically, and a call whose checkpoint exists resumes from it (its settings must match).
@@ -338,12 +336,12 @@ def train_online(model: nn.Module, task, *, steps: int, data_seeds, lr: float = 
     ``capture``: on CUDA ("auto") the whole step is captured once in a CUDA graph and replayed;
     the data then come from the device's default generator (seeded with ``data_seeds[0]``; its
     state goes into the checkpoint, so a resumed run draws what the uninterrupted run draws).
-    ``engine``: "fast" (default) takes the model's hand-written step where it has one
-    (``losses_into_grad``: :mod:`lib.gated_step`, :mod:`lib.recurrent_step`; the gradients
-    written straight into the optimiser's flat buffer, no autograd graph), else its
-    ``member_losses`` or forward through autograd; "autograd" differentiates the model's forward
-    with autograd at every step (the plain reference the fast step is tested and measured
-    against; same losses and gradients up to rounding).
+    ``engine``: "fast" (default) takes the hand-written step that the architecture registry
+    declares for the model's class (:func:`lib.architectures.training_step`:
+    :mod:`lib.gated_step`, :mod:`lib.recurrent_step`; the gradients written straight into the
+    optimiser's flat buffer, no autograd graph) where it applies, else autograd; "autograd"
+    differentiates the objective through the model's forward at every step (the plain reference
+    the fast step is tested and measured against; same losses and gradients up to rounding).
     ``on_log(step, losses)`` is called at every log point (losses: (K,) block means).
     ``binding``: what the checkpoint belongs to (a stored run's name, group index, kind, seeds,
     data seeds, training pool, initialisation), kept in its settings: a checkpoint of another
@@ -353,6 +351,84 @@ def train_online(model: nn.Module, task, *, steps: int, data_seeds, lr: float = 
     "snapshots": {step: state dict}, "segments": [...], "seconds": wall time of this call,
     "resumed_from": step or 0, "captured": bool}``.
     """
+    s = _checked_settings(model, task, steps=steps, data_seeds=data_seeds, lr=lr, lr_min=lr_min,
+                          weight_decay=weight_decay, no_decay=no_decay, log_every=log_every,
+                          checkpoint_every=checkpoint_every, snapshots=snapshots, capture=capture,
+                          engine=engine, binding=binding)
+    if s.device.type == "cpu":
+        _keep_freed_memory()
+    opt = FlatAdamW(model, s.weight_decay, s.no_decay, capturable=s.captured)
+    gens = [None] * s.K if s.captured else [torch.Generator(device=s.device).manual_seed(d) for d in s.data_seeds]
+    ckpt = Checkpoint(checkpoint, s.checkpoint_every)
+    run, cuda_rng = _resume(ckpt, s, model, opt, gens, task, segment)
+    start = run["step"]
+    step_at = _training_step(model, task, opt, gens, engine)     # sample, loss, gradients, AdamW at a rate
+    graph = _capture(step_at, opt, run["acc"], s, start, capture, cuda_rng) if s.captured and start < s.steps else None
+    t0, bar = time.perf_counter(), _progress_bar(progress, s.steps, start, type(task).__name__)
+    for step in range(start + 1, s.steps + 1):
+        if graph is not None:
+            graph.replay()                                       # the step below, schedule included, captured
+        else:
+            run["acc"] += step_at(_cosine(step - 1, s.steps, s.lr, s.lr_min))   # schedule, then the step
+        _log(run, step, s, model, bar, on_log)                   # counts, snapshots, block means
+        if ckpt.due(step, s.steps):
+            run["segments"][-1].update(last_step=step, seconds=time.perf_counter() - t0)
+            ckpt.save(_checkpoint_state(run, s, model, opt, gens, graph, task))
+    if bar is not None:
+        bar.close()
+    seconds = time.perf_counter() - t0
+    run["segments"][-1].update(last_step=s.steps, seconds=seconds)
+    hist_loss = run["hist_loss"]
+    return {"step": torch.tensor(run["hist_step"], dtype=torch.long),
+            "loss": torch.stack(hist_loss).double() if hist_loss else torch.zeros(0, s.K, dtype=torch.float64),
+            "snapshots": run["snapshots"], "segments": run["segments"],
+            "seconds": seconds, "resumed_from": start, "captured": graph is not None}
+
+
+def _training_step(model: nn.Module, task, opt: FlatAdamW, gens, engine: str) -> Callable:
+    """One step of App. B.1 for all members, as a function of its learning rate: a fresh batch a
+    member (sample), the members' losses (loss), their gradients and the AdamW update (step);
+    returns the (K,) losses.  With ``engine="fast"`` the loss and its gradients come from the
+    hand-written step of the model's class (:func:`lib.architectures.training_step`) wherever it
+    applies, else from autograd through the objective :func:`lib.tasks.member_losses`."""
+    hand_written = architectures.training_step(model) if engine == "fast" else None
+
+    def step_at(rate):
+        x, y = task.sample(gens)
+        losses = None if hand_written is None else hand_written(model, x, y, task.last_only)
+        if losses is not None:                              # the gradients are in opt.grad already
+            opt.update(rate)
+            return losses
+        losses = member_losses(model, x, y, task.last_only)
+        opt.step(losses.sum(), rate)
+        return losses.detach()
+    return step_at
+
+
+@dataclass(frozen=True)
+class _Settings:
+    """The checked arguments of :func:`train_online`, and ``config``: what its checkpoint must
+    have been written with to be resumed."""
+
+    K: int
+    steps: int
+    lr: float
+    lr_min: float
+    weight_decay: float
+    no_decay: tuple[str, ...]
+    log_every: int
+    checkpoint_every: int
+    data_seeds: list[int]
+    snapshots: list[int]
+    device: torch.device
+    captured: bool
+    config: dict
+
+
+def _checked_settings(model: nn.Module, task, *, steps, data_seeds, lr, lr_min, weight_decay, no_decay,
+                      log_every, checkpoint_every, snapshots, capture, engine, binding) -> _Settings:
+    """Every argument of :func:`train_online` checked, and model and task against each other,
+    before any work: a ValueError or TypeError naming the argument and its accepted range."""
     steps = positive_int("steps", steps)
     lr, lr_min, weight_decay, no_decay = check_adamw(lr, lr_min, weight_decay, no_decay)
     log_every = positive_int("log_every", log_every)
@@ -371,14 +447,8 @@ def train_online(model: nn.Module, task, *, steps: int, data_seeds, lr: float = 
         raise ValueError(f"capture must be 'auto', True or False, got {capture!r}")
     if engine not in ("fast", "autograd"):
         raise ValueError(f"engine must be 'fast' or 'autograd', got {engine!r}")
-    ckpt = Checkpoint(checkpoint, positive_int("checkpoint_every", checkpoint_every or log_every))
-    device, dtype = _check_model_and_task(model, task, K)
-    use_graph = device.type == "cuda" and capture in ("auto", True)
-    if device.type == "cpu":
-        _keep_freed_memory()
-
-    opt = FlatAdamW(model, weight_decay, no_decay, capturable=use_graph)
-    gens = [None] * K if use_graph else [torch.Generator(device=device).manual_seed(s) for s in data_seeds]
+    checkpoint_every = positive_int("checkpoint_every", checkpoint_every or log_every)
+    device, _ = _check_model_and_task(model, task, K)
     config = {"steps": steps, "lr": lr, "lr_min": lr_min, "weight_decay": weight_decay,
               "data_seeds": data_seeds, "log_every": log_every, "K": K,
               "shapes": {n: tuple(p.shape) for n, p in model.named_parameters()}}
@@ -386,79 +456,62 @@ def train_online(model: nn.Module, task, *, steps: int, data_seeds, lr: float = 
         if not isinstance(binding, dict):
             raise TypeError(f"binding must be a dict (what the checkpoint belongs to), got {type(binding).__name__}")
         config["group"] = dict(binding)
-    run = {"hist_step": [], "hist_loss": [], "acc": torch.zeros(K, dtype=torch.float64, device=device),
+    return _Settings(K, steps, lr, lr_min, weight_decay, no_decay, log_every, checkpoint_every, data_seeds,
+                     snapshots, device, device.type == "cuda" and capture in ("auto", True), config)
+
+
+def _resume(ckpt: Checkpoint, s: _Settings, model: nn.Module, opt: FlatAdamW, gens, task, segment):
+    """The run's state: a fresh one, or the one its checkpoint holds (weights, optimiser, data
+    generators, loss history, snapshots, segments, the task's place in its epoch) loaded into
+    ``model``, ``opt``, ``gens`` and ``task``; this call appended to its segments.  Returns
+    (run, the captured step's device-generator state to resume from, or None)."""
+    run = {"hist_step": [], "hist_loss": [], "acc": torch.zeros(s.K, dtype=torch.float64, device=s.device),
            "cnt": 0, "step": 0, "snapshots": {}, "segments": []}
-    state = ckpt.load(config, device)
-    cuda_rng = None                                       # the captured step's generator, on resume
+    state = ckpt.load(s.config, s.device)
+    cuda_rng = None
     if state is not None:
-        if use_graph:
+        if s.captured:
             cuda_rng = state.get("cuda_rng")
             if cuda_rng is None and state["step"] > 0:
-                raise ValueError(f"checkpoint {checkpoint} was written by an eager run (per-member generators); "
+                raise ValueError(f"checkpoint {ckpt.path} was written by an eager run (per-member generators); "
                                  "resume it with capture=False")
         elif state.get("cuda_rng") is not None:
-            raise ValueError(f"checkpoint {checkpoint} was written by a captured CUDA run (one device "
+            raise ValueError(f"checkpoint {ckpt.path} was written by a captured CUDA run (one device "
                              "generator); resume it on CUDA with capture='auto'")
         model.load_state_dict(state["model"])
         opt.load_state_dict(state["optimizer"])
-        for g, s in zip(gens, state["generators"]):
+        for g, saved in zip(gens, state["generators"]):
             if g is not None:
-                g.set_state(s)
+                g.set_state(saved)
         run.update({k: state[k] for k in ("hist_step", "cnt", "step", "segments")})
         # the history and the snapshots live on the CPU (the checkpoint was loaded onto the device)
         run["hist_loss"] = [h.cpu() for h in state["hist_loss"]]
-        run["snapshots"] = {s: {k: v.cpu() for k, v in w.items()} for s, w in state["snapshots"].items()}
+        run["snapshots"] = {k: {n: v.cpu() for n, v in w.items()} for k, w in state["snapshots"].items()}
         run["acc"].copy_(state["acc"])
         if hasattr(task, "load_state_dict"):
             task.load_state_dict(state.get("task", {}))
-    start = run["step"]
-    run["segments"] = list(run["segments"]) + [{**(segment or {}), "first_step": start + 1}]
+    run["segments"] = list(run["segments"]) + [{**(segment or {}), "first_step": run["step"] + 1}]
+    return run, cuda_rng
 
-    # the model's hand-written step without autograd (None: autograd through member_losses)
-    direct = getattr(model, "losses_into_grad", None) if engine == "fast" else None
-    losses_of = _member_losses if engine == "fast" else _autograd_losses
 
-    def one_step(rate):
-        x, y = task.sample(gens)
-        losses = None if direct is None else direct(x, y, task.last_only)
-        if losses is not None:                              # the gradients are in opt.grad already
-            opt.update(rate)
-            return losses
-        losses = losses_of(model, x, y, task.last_only)
-        opt.step(losses.sum(), rate)
-        return losses.detach()
+def _checkpoint_state(run: dict, s: _Settings, model: nn.Module, opt: FlatAdamW, gens, graph, task) -> dict:
+    """What the checkpoint holds after an update: everything :func:`_resume` reads back."""
+    return {"config": s.config, "model": model.state_dict(), "optimizer": opt.state_dict(),
+            "generators": [g.get_state() for g in gens] if not s.captured else [],
+            "cuda_rng": torch.cuda.get_rng_state(s.device) if graph is not None else None,
+            **{k: run[k] for k in ("hist_step", "hist_loss", "cnt", "step", "snapshots", "segments")},
+            "acc": run["acc"].cpu(), "task": task.state_dict() if hasattr(task, "state_dict") else {}}
 
-    graph = _capture(one_step, opt, run["acc"], steps, lr, lr_min, start, data_seeds[0], capture, cuda_rng) \
-        if use_graph and start < steps else None
-    t0 = time.perf_counter()
-    bar = _progress_bar(progress, steps, start, type(task).__name__)
-    for step in range(start + 1, steps + 1):
-        if graph is not None:
-            graph.replay()
-        else:
-            run["acc"] += one_step(cosine_lr(step, steps, lr, lr_min))
-        run["cnt"] += 1
-        run["step"] = step
-        if step in snapshots:
-            run["snapshots"][step] = {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
-        if _is_log_step(step, log_every, steps):
-            _log_block(run, step, bar, on_log)
-        if ckpt.due(step, steps):
-            run["segments"][-1].update(last_step=step, seconds=time.perf_counter() - t0)
-            ckpt.save({"config": config, "model": model.state_dict(), "optimizer": opt.state_dict(),
-                       "generators": [g.get_state() for g in gens] if not use_graph else [],
-                       "cuda_rng": torch.cuda.get_rng_state(device) if graph is not None else None,
-                       **{k: run[k] for k in ("hist_step", "hist_loss", "cnt", "step", "snapshots", "segments")},
-                       "acc": run["acc"].cpu(), "task": task.state_dict() if hasattr(task, "state_dict") else {}})
-    if bar is not None:
-        bar.close()
-    seconds = time.perf_counter() - t0
-    run["segments"][-1].update(last_step=steps, seconds=seconds)
-    hist_loss = run["hist_loss"]
-    return {"step": torch.tensor(run["hist_step"], dtype=torch.long),
-            "loss": torch.stack(hist_loss).double() if hist_loss else torch.zeros(0, K, dtype=torch.float64),
-            "snapshots": run["snapshots"], "segments": run["segments"],
-            "seconds": seconds, "resumed_from": start, "captured": graph is not None}
+
+def _log(run: dict, step: int, s: _Settings, model: nn.Module, bar, on_log) -> None:
+    """After update ``step``: count it, keep a copy of the weights where a snapshot is due, and at
+    a log point (:func:`is_log_step`) record the block mean of the loss."""
+    run["cnt"] += 1
+    run["step"] = step
+    if step in s.snapshots:
+        run["snapshots"][step] = {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
+    if is_log_step(step, s.log_every, s.steps):
+        _log_block(run, step, bar, on_log)
 
 
 def _progress_bar(progress: bool, steps: int, start: int, desc: str):
@@ -482,11 +535,11 @@ def _log_block(run: dict, step: int, bar, on_log) -> None:
         on_log(step, block)
 
 
-def _capture(one_step, opt: FlatAdamW, acc, steps, lr, lr_min, start, data_seed, capture, rng_state=None):
+def _capture(step_at, opt: FlatAdamW, acc, s: _Settings, start: int, capture, rng_state=None):
     """Capture data draw + forward + backward + AdamW + schedule + loss accumulation in one
     CUDA graph (the PyTorch whole-network capture recipe: warm-up on a side stream, static
     tensors, a tensor learning rate and step count).  The device generator starts from
-    ``rng_state`` (a resumed run) or is seeded with ``data_seed``; each replay advances it.
+    ``rng_state`` (a resumed run) or is seeded with the first data seed; each replay advances it.
     Returns the graph, or None after a warning if capture is impossible; the eager loop then runs."""
     device = acc.device
     counter = torch.full((), float(start), dtype=opt.flat.dtype, device=device)      # updates done so far
@@ -494,13 +547,12 @@ def _capture(one_step, opt: FlatAdamW, acc, steps, lr, lr_min, start, data_seed,
     def start_generator():
         if rng_state is None:
             with torch.cuda.device(device):
-                torch.cuda.manual_seed(data_seed)
+                torch.cuda.manual_seed(s.data_seeds[0])
         else:
             torch.cuda.set_rng_state(rng_state.cpu(), device)
 
     def scheduled_step():
-        rate = lr_min + 0.5 * (lr - lr_min) * (1.0 + torch.cos(math.pi * counter / steps))
-        acc.add_(one_step(rate))
+        acc.add_(step_at(_cosine(counter, s.steps, s.lr, s.lr_min, torch.cos)))
         counter.add_(1.0)
 
     try:

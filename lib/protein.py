@@ -21,7 +21,7 @@ import torch
 
 from ._checks import DTYPE, as_tensor, positive_int, positive_real, seed_int
 from .data import AMINO_ACIDS, ProteinSet
-from .nonlinear_ff import _output, _readout_z
+from .nonlinear_ff import output_unit, readout_z
 
 __all__ = ["train_feedforward", "AMINO_ACIDS", "amino_code", "amino_indices", "protein_sequences", "prefix_onehot",
            "prefix_forward", "accuracy"]
@@ -151,7 +151,7 @@ def prefix_forward(E: torch.Tensor, code: torch.Tensor):
     def forward(model: torch.nn.Module) -> torch.Tensor:
         T = (model.W.reshape(-1, model.l, a) @ code.T).reshape(model.W.shape[0], -1).T
         net = _SparseMatmul.apply(E, Et, T)                  # Xi W^T: the hidden net inputs
-        return _output(_readout_z(net, model.b, model.w_o, model.b_o), model.out_tanh)
+        return output_unit(readout_z(net, model.b, model.w_o, model.b_o), model.out_tanh)
 
     return forward
 

@@ -26,7 +26,6 @@ import torch
 from torch import nn
 
 from ._checks import as_tensor, finite, finite_output, float_dtype, positive_int, positive_real, seed_int
-from . import recurrent_step
 from .diagonal import diagonal_recurrence
 from .gated import GatedLinearRNN
 
@@ -337,10 +336,6 @@ def lru_in_from_attention(W_V, W_K, W_Q, eps: float, skip: bool = False):
     return layer, R
 
 
-def _grad_of(p: torch.Tensor) -> torch.Tensor:
-    return p.grad
-
-
 class ModuleStack(nn.Module):
     """K independent modules trained together by :func:`lib.online.train_online` (one step, K data streams).
 
@@ -349,7 +344,7 @@ class ModuleStack(nn.Module):
     "sec-fig4-stored" in it.
 
     ``forward(x)`` with x (K, B, T, d) runs member k on x[k]; ``last_only`` keeps the last step.
-    x is checked first (shape, dtype and device, finite); :meth:`member_losses`, the training
+    x is checked first (shape, dtype and device, finite); :meth:`forward_unchecked`, the training
     step's inner call, runs the members' ``forward_unchecked`` (where they have one) without
     checks (the trainer checks model and task once, before its first step).
     The general (unbatched) counterpart of :class:`lib.gated.StackedGatedRNN`, for any
@@ -392,39 +387,3 @@ class ModuleStack(nn.Module):
         """:meth:`forward` without checks: member k's ``forward_unchecked`` (where it has one) on x[k]."""
         outs = [getattr(m, "forward_unchecked", m)(x[k]) for k, m in enumerate(self.members)]
         return torch.stack([o[:, -1] for o in outs] if last_only else outs)
-
-    def member_losses(self, x: torch.Tensor, y: torch.Tensor, last_only: bool = False) -> torch.Tensor:
-        """(K,) 1/2 mean squared errors of the members against y (K, B, T, d_out), or (K, B, d_out)
-        with ``last_only``: what :func:`lib.online.train_online` minimises.  The training step's
-        inner call, without checks."""
-        return 0.5 * (self.forward_unchecked(x, last_only) - y).square().flatten(1).mean(dim=1)
-
-    def losses_into_grad(self, x: torch.Tensor, y: torch.Tensor, last_only: bool = False) -> torch.Tensor | None:
-        """The (K,) losses 1/2 mean (member_k(x_k) - y_k)^2 (detached), with every parameter's
-        ``.grad`` replaced by the gradient of their sum: the step :func:`lib.online.train_online`
-        takes.  RecurrentNet members take the hand-written step of :mod:`lib.recurrent_step`,
-        other modules autograd through their forward; None (nothing written) when the kernel
-        applies to no member, and the trainer differentiates :meth:`forward` itself."""
-        params = self.__dict__.get("_member_params")
-        if params is None:                     # the members' parameters, listed once (a traversal costs)
-            params = self.__dict__["_member_params"] = [list(m.parameters()) for m in self.members]
-        fast = [recurrent_step.fast_step_applies(m, ps, x[k], y[k])
-                for k, (m, ps) in enumerate(zip(self.members, params))]
-        if all(f is None for f in fast):
-            return None
-        losses = []
-        for k, (m, ps, fns) in enumerate(zip(self.members, params, fast)):
-            for p in ps:
-                if p.grad is None:
-                    p.grad = torch.zeros_like(p)
-            if fns is not None:
-                losses.append(recurrent_step.net_step(fns, m, x[k], y[k], last_only, _grad_of))
-                continue
-            for p in ps:
-                p.grad.zero_()
-            with torch.enable_grad():
-                out = getattr(m, "forward_unchecked", m)(x[k])
-                loss = 0.5 * ((out[:, -1] if last_only else out) - y[k]).square().mean()
-                loss.backward()
-            losses.append(loss.detach())
-        return torch.stack(losses)

@@ -28,20 +28,26 @@ the recurrences and their adjoints, the skip term and the map between the LRU's 
 W_B, W_C, lam are the kernel's.  The reference is autograd through the network's own forward
 (:meth:`lib.recurrent_cells.RecurrentNet.forward_unchecked`); both agree to rounding
 (tests/test_online.py: losses and gradients to 1e-12 in float64).  Other devices and dtypes take
-the reference.
+the reference.  :func:`losses_into_grad` is the step :func:`lib.online.train_online` takes for a
+:class:`lib.recurrent_cells.ModuleStack` (as the architecture registry :mod:`lib.architectures`
+declares); ``benchmarks/bench_kernels.py`` measures what the C adds over the same passes written
+in torch.
 """
 from __future__ import annotations
 
 import ctypes
+import weakref
 
 import torch
 
-from .kernels import CompiledKernel, same_loss_and_gradients
+from .kernels import CompiledKernel, for_dtype, per_type, same_loss_and_gradients
+from .recurrent_cells import ModuleStack, RecurrentNet
 
-__all__ = ["net_step", "fast_step_applies", "kernel_available"]
+__all__ = ["net_step", "fast_step_applies", "losses_into_grad", "kernel_available", "PASSES"]
 
 _V, _L, _I = ctypes.c_void_p, ctypes.c_long, ctypes.c_int
-_SIGNATURES = {
+# the kernel's passes (lib/recurrent.c) and their arguments; each exists for float32 and float64
+PASSES = {
     "glu_fwd": [_V] * 3 + [_L] * 4,
     "glu_bwd": [_V] * 5 + [_L] * 4,
     "lru_prep": [_V] * 10 + [_L] * 2,
@@ -54,42 +60,9 @@ _SIGNATURES = {
     "lstm_fwd": [_V] * 5 + [_L] * 3,
     "lstm_bwd": [_V] * 7 + [_L] * 3,
 }
-_FUNCTIONS = {f"{name}_{suffix}": (_I, args) for name, args in _SIGNATURES.items() for suffix in ("f32", "f64")}
-_SUFFIX = {torch.float32: "f32", torch.float64: "f64"}
 LRU_KINDS = ("lru", "lru_in_out", "lru_in_skip")
 KINDS = LRU_KINDS + ("lstm", "gru")
 _GATES = {"lstm": 4, "gru": 3}
-
-
-class _Fns:
-    """The kernel's functions for one dtype; arguments are tensors (passed as their data
-    pointers), addresses (int) or sizes (int)."""
-
-    def __init__(self, fns, dtype):
-        suffix = _SUFFIX[dtype]
-        for name in _SIGNATURES:
-            setattr(self, name, _bind(getattr(fns, f"{name}_{suffix}")))
-
-
-def _bind(fn):
-    def call(*args):
-        fn(*[a.data_ptr() if type(a) is torch.Tensor or isinstance(a, torch.Tensor) else a for a in args])
-    return call
-
-
-_FNS_CACHE: dict = {}
-
-
-def _fns_for(fns, dtype) -> _Fns:
-    key = (id(fns), dtype)
-    if key not in _FNS_CACHE:
-        _FNS_CACHE[key] = _Fns(fns, dtype)
-    return _FNS_CACHE[key]
-
-
-def _ptr(t: torch.Tensor, offset: int) -> int:
-    """Address of element ``offset`` of a contiguous tensor (a column block's start)."""
-    return t.data_ptr() + offset * t.element_size()
 
 
 def _last_rows(t: torch.Tensor, Bn: int, Tn: int) -> torch.Tensor:
@@ -110,7 +83,7 @@ def _lru_forward(f, layer, u: torch.Tensor, Bn: int, Tn: int, last: bool = False
         Wi = torch.cat([layer.Wi_m, layer.Wi_x])
         A = torch.mm(u, Wi.t())                                       # (M, 2w) = [A_m | A_x]
         x = u.new_empty(M, w)
-        f.glu_fwd(A, _ptr(A, w), x, M, w, 2 * w, 2 * w)
+        f.glu_fwd(A[:, :w], A[:, w:], x, M, w, 2 * w, 2 * w)
         s.update(Wi=Wi, A=A)
     else:
         x = u
@@ -133,7 +106,7 @@ def _lru_forward(f, layer, u: torch.Tensor, Bn: int, Tn: int, last: bool = False
     else:
         Wo = torch.cat([layer.W_m, layer.W_x])
         G = torch.mm(y, Wo.t())                                       # (R, 2w) = [G_m | G_x]
-        f.glu_fwd(G, _ptr(G, w), out, R, w, 2 * w, 2 * w)
+        f.glu_fwd(G[:, :w], G[:, w:], out, R, w, 2 * w, 2 * w)
         s.update(Wo=Wo, G=G)
     s.update(x=x, W_B=W_B, W_C=W_C, lam=lam, h=h, y=y, u_r=u_r, x_r=x_r, h_r=h_r)
     return out, s
@@ -160,7 +133,7 @@ def _lru_backward(f, layer, s: dict, dout: torch.Tensor, grad, Bn: int, Tn: int)
         du_skip = torch.mm(dGm, layer.W_m)
     else:
         dG = torch.empty_like(s["G"])
-        f.glu_bwd(s["G"], _ptr(s["G"], w), dout, dG, _ptr(dG, w), R, w, 2 * w, 2 * w)
+        f.glu_bwd(s["G"][:, :w], s["G"][:, w:], dout, dG[:, :w], dG[:, w:], R, w, 2 * w, 2 * w)
         torch.mm(dG[:, :w].t(), y, out=g["W_m"])
         torch.mm(dG[:, w:].t(), y, out=g["W_x"])
         dy = torch.mm(dG, s["Wo"])
@@ -183,7 +156,7 @@ def _lru_backward(f, layer, s: dict, dout: torch.Tensor, grad, Bn: int, Tn: int)
                    n, w)
     if layer.input_gate:
         dA = torch.empty_like(s["A"])
-        f.glu_bwd(s["A"], _ptr(s["A"], w), dx, dA, _ptr(dA, w), M, w, 2 * w, 2 * w)
+        f.glu_bwd(s["A"][:, :w], s["A"][:, w:], dx, dA[:, :w], dA[:, w:], M, w, 2 * w, 2 * w)
         torch.mm(dA[:, :w].t(), u, out=g["Wi_m"])
         torch.mm(dA[:, w:].t(), u, out=g["Wi_x"])
         du = torch.mm(dA, s["Wi"])
@@ -220,16 +193,18 @@ def _rnn_backward(f, core, k: int, s: dict, dH: torch.Tensor, grad, Bn: int, Tn:
     return torch.mm(dXp, W_ih)
 
 
-def net_step(fns, net, x: torch.Tensor, y: torch.Tensor, last_only: bool, grad=None) -> torch.Tensor:
+def net_step(f, net, x: torch.Tensor, y: torch.Tensor, last_only: bool, grad=None) -> torch.Tensor:
     """The loss 1/2 mean (net(x) - y)^2 (``last_only``: the last step's output) of a
     :class:`lib.recurrent_cells.RecurrentNet`, a 0-d tensor; with ``grad`` (a function from each
     parameter to a contiguous tensor of its shape, e.g. ``lambda p: p.grad``) the gradient of the
     loss written into those tensors.
 
     x (B, T, d_in), y (B, T, d_out) or (B, d_out); parameters, x and y of one dtype, on the CPU.
+    ``f``: the passes of :data:`PASSES` for that dtype (the kernel's, ``KERNEL.typed(dtype)``, or
+    the same passes written in torch, which ``benchmarks/bench_kernels.py`` measures against).
     """
     with torch.no_grad():
-        return _net_step(_fns_for(fns, x.dtype), net, x.contiguous(), y, last_only, grad)
+        return _net_step(f, net, x.contiguous(), y, last_only, grad)
 
 
 def _net_step(f, net, x, y, last_only, grad):
@@ -271,8 +246,7 @@ def _net_step(f, net, x, y, last_only, grad):
 def _check(fns) -> bool:
     """The kernel step's loss and gradients against autograd on small networks of every kind
     (float64)."""
-    from .recurrent_cells import RecurrentNet  # noqa: PLC0415  (recurrent_cells imports this module)
-
+    f = for_dtype(fns, torch.float64)
     g = torch.Generator().manual_seed(5)
     for kind in KINDS:
         for layers, last_only in ((1, True), (2, False)):
@@ -284,25 +258,65 @@ def _check(fns) -> bool:
             ref = 0.5 * ((out[:, -1] if last_only else out) - y).square().mean()
             g_ref = torch.autograd.grad(ref, list(net.parameters()))
             grads = {p: torch.empty_like(p) for p in net.parameters()}
-            loss = net_step(fns, net, x, y, last_only, grads.__getitem__)
+            loss = net_step(f, net, x, y, last_only, grads.__getitem__)
             if not same_loss_and_gradients(loss, ref.detach(), [grads[p] for p in net.parameters()], g_ref):
                 return False
     return True
 
 
-KERNEL = CompiledKernel("recurrent", _FUNCTIONS, _check,
+KERNEL = CompiledKernel("recurrent", per_type(PASSES), _check,
                         "the LRU, LSTM and GRU networks train through autograd instead (same results, slower)")
 kernel_available = KERNEL.available   # True when the Fig. 4 networks' kernel is used (compiled on first use)
 
 
 
 def fast_step_applies(net, params, x: torch.Tensor, y: torch.Tensor):
-    """The kernel's functions when :func:`net_step` applies to this network (``params``: its
-    parameters) and batch: a RecurrentNet, on the CPU, in float32 / float64, one dtype,
+    """The kernel's passes for x's dtype when :func:`net_step` applies to this network (``params``:
+    its parameters) and batch: a RecurrentNet, on the CPU, in float32 / float64, one dtype,
     contiguous parameters and gradients, no gradient wanted for the data; else None."""
-    if getattr(net, "kind", None) not in KINDS or x.device.type != "cpu" or x.dtype not in _SUFFIX \
+    if getattr(net, "kind", None) not in KINDS or x.device.type != "cpu" \
+            or x.dtype not in (torch.float32, torch.float64) \
             or y.dtype != x.dtype or x.requires_grad or y.requires_grad \
             or not all(p.dtype == x.dtype and p.device.type == "cpu" and p.is_contiguous()
                        and (p.grad is None or p.grad.is_contiguous()) for p in params):
         return None
-    return KERNEL.load()
+    return KERNEL.typed(x.dtype)
+
+
+_MEMBER_PARAMS: "weakref.WeakKeyDictionary[ModuleStack, list]" = weakref.WeakKeyDictionary()
+
+
+def _grad_of(p: torch.Tensor) -> torch.Tensor:
+    return p.grad
+
+
+def losses_into_grad(stack: ModuleStack, x: torch.Tensor, y: torch.Tensor,
+                     last_only: bool = False) -> torch.Tensor | None:
+    """The training step of :func:`lib.online.train_online` for a :class:`ModuleStack` (declared
+    in :data:`lib.architectures.STEPS`): the (K,) losses 1/2 mean (member_k(x_k) - y_k)^2
+    (detached), with every parameter's ``.grad`` replaced by the gradient of their sum.
+    RecurrentNet members take the hand-written :func:`net_step`, other modules autograd through
+    their forward; None (nothing written) when the kernel applies to no member, and the trainer
+    differentiates the forward itself.  No validation: the trainer checks shapes once."""
+    params = _MEMBER_PARAMS.get(stack)
+    if params is None:                     # the members' parameters, listed once (a traversal costs)
+        params = _MEMBER_PARAMS[stack] = [list(m.parameters()) for m in stack.members]
+    fast = [fast_step_applies(m, ps, x[k], y[k]) for k, (m, ps) in enumerate(zip(stack.members, params))]
+    if all(f is None for f in fast):
+        return None
+    losses = []
+    for k, (m, ps, f) in enumerate(zip(stack.members, params, fast)):
+        for p in ps:
+            if p.grad is None:
+                p.grad = torch.zeros_like(p)
+        if f is not None:
+            losses.append(net_step(f, m, x[k], y[k], last_only, _grad_of))
+            continue
+        for p in ps:
+            p.grad.zero_()
+        with torch.enable_grad():
+            out = getattr(m, "forward_unchecked", m)(x[k])
+            loss = 0.5 * ((out[:, -1] if last_only else out) - y[k]).square().mean()
+            loss.backward()
+        losses.append(loss.detach())
+    return torch.stack(losses)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import torch
 
 from ._checks import DTYPE, as_tensor, positive_int
-from .nonlinear_ff import MemoryRNN, _readout_z
+from .nonlinear_ff import MemoryRNN, readout_z
 
 __all__ = ["projected_scan", "smallest_kept_k"]
 
@@ -38,7 +38,7 @@ def _check_scan(rnn, Y, reference):
 
 def _z(rnn: MemoryRNN, net: torch.Tensor) -> torch.Tensor:
     """The output pre-activation of ``rnn`` for hidden net inputs ``net`` ``(..., H)``."""
-    return _readout_z(net, rnn.b, rnn.w_o, rnn.b_o)
+    return readout_z(net, rnn.b, rnn.w_o, rnn.b_o)
 
 
 def _projected_z(rnn: MemoryRNN, net0: torch.Tensor, Y: torch.Tensor, k0: int, k1: int) -> torch.Tensor:

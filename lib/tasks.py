@@ -14,6 +14,7 @@ the same data seed would see), on the task's device and in the training dtype:
 
 ``sample(generators) -> (x, y)`` with x (K, B, T, d_in) and y (K, B, T, d_out) (teacher) or
 (K, B, d_out) (ICL, ``last_only = True``).  Arguments are validated once, when the task is made.
+Both tasks have one objective, :func:`member_losses`: each member's 1/2 mean squared error.
 """
 from __future__ import annotations
 
@@ -24,6 +25,17 @@ import torch
 from ._checks import as_tensor, float_dtype, positive_int, positive_real, seed_int, torch_device
 
 __all__ = ["AttentionTeacherTask", "ICLTask", "FixedBatch", "lsa_teachers"]
+
+
+def member_losses(model, x: torch.Tensor, y: torch.Tensor, last_only: bool = False) -> torch.Tensor:
+    """The objective of App. B.1: the (K,) losses 1/2 mean (y_hat_k - y_k)^2 of the K members of a
+    stack, each over its own batch, steps and outputs; y (K, B, T, d_out), or (K, B, d_out) with
+    ``last_only`` (the last step's output alone).  Through the model's ``forward_unchecked``
+    where it has one (the trainer checks model and task once, before its first step), for
+    autograd: the reference every hand-written training step is held to, and the step of
+    :func:`lib.online.train_online` where no hand-written one applies."""
+    out = getattr(model, "forward_unchecked", model)(x, last_only=last_only)
+    return 0.5 * (out - y).square().flatten(1).mean(dim=1)
 
 
 def lsa_teachers(d: int, seeds, *, scale: float = 1.0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

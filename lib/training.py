@@ -35,7 +35,7 @@ from torch import nn
 
 from ._checks import (DTYPE, as_tensor, check_output, data_matches_model, finite, model_dtype_device,
                       positive_int, positive_real, seed_int, sequence_pair)
-from .online import _is_log_step, check_adamw
+from .online import check_adamw, is_log_step
 
 __all__ = ["loss_fn", "train_gd", "train_minibatch", "train_adamw", "r2_score",
            "select_by_validation"]
@@ -286,7 +286,7 @@ def train_adamw(model: nn.Module, batch: Callable[[torch.Generator], tuple[torch
         sched.step()
         acc += float(value.detach())
         cnt += 1
-        if _is_log_step(step, log_every, steps):
+        if is_log_step(step, log_every, steps):
             hist_step.append(step)
             hist_loss.append(acc / cnt)
             acc, cnt = 0.0, 0

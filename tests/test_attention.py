@@ -6,6 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import lib
+from tests.helpers import rel_err
 
 
 def _weights(d, seed, d_k=None):
@@ -14,17 +15,13 @@ def _weights(d, seed, d_k=None):
     return torch.randn(d, d, generator=g), torch.randn(d_k, d, generator=g), torch.randn(d_k, d, generator=g)
 
 
-def _rel(a, b):
-    return float((a - b).norm() / b.norm())
-
-
 @settings(max_examples=30, deadline=None)
 @given(d=st.integers(1, 8), T=st.integers(1, 64), seed=st.integers(0, 10_000))
 def test_parallel_equals_fast_weight_recurrence(d, T, seed):
     att = lib.LinearSelfAttention(*_weights(d, seed))
     x = torch.randn(3, T, d, generator=torch.Generator().manual_seed(seed + 1))
     with torch.no_grad():
-        assert _rel(att(x), att.forward_step(x)) <= 1e-10
+        assert rel_err(att(x), att.forward_step(x)) <= 1e-10
 
 
 @settings(max_examples=30, deadline=None)
@@ -35,8 +32,8 @@ def test_construction_equals_attention(d, T, seed, compact):
     with torch.no_grad():
         y = lib.LinearSelfAttention(*W)(x)
         model = lib.gated_rnn_from_attention(*W, compact=compact)
-        assert _rel(model(x), y) <= 1e-10
-        assert _rel(model(x, method="step"), y) <= 1e-10
+        assert rel_err(model(x), y) <= 1e-10
+        assert rel_err(model(x, method="step"), y) <= 1e-10
     n_kv = d * (d + 1) // 2 if compact else d * d
     assert model.lam.numel() == n_kv + d
     assert torch.equal(model.lam[:n_kv], torch.ones(n_kv)) and torch.equal(model.lam[n_kv:], torch.zeros(d))
@@ -48,7 +45,7 @@ def test_rectangular_keys(d, d_k, seed):
     W = _weights(d, seed, d_k)
     x = torch.randn(2, 7, d, generator=torch.Generator().manual_seed(seed))
     with torch.no_grad():
-        assert _rel(lib.gated_rnn_from_attention(*W)(x), lib.LinearSelfAttention(*W)(x)) <= 1e-10
+        assert rel_err(lib.gated_rnn_from_attention(*W)(x), lib.LinearSelfAttention(*W)(x)) <= 1e-10
 
 
 def test_construction_sympy_d2_T2():
@@ -82,7 +79,7 @@ def test_instantaneous_polynomial_of_construction(d, seed):
     W = _weights(d, seed)
     _, c_att = lib.polynomial_coefficients(lib.lsa_instantaneous_tensor(*W))
     _, c_rnn = lib.polynomial_coefficients(lib.instantaneous_tensor(lib.gated_rnn_from_attention(*W)))
-    assert _rel(c_rnn, c_att) <= 1e-10
+    assert rel_err(c_rnn, c_att) <= 1e-10
 
 
 def test_polynomial_coefficients_against_sympy():

@@ -25,9 +25,10 @@ def test_chapter_has_a_parameters_cell_with_the_scale_switch(src, tmp_path):
     assert params.get("scale") == '"book"', f"{src.name}: parameters cell must set scale = \"book\""
     text = src.read_text()
     # an unknown scale is an error: the chapter passes it to lib.book.notebook.check_scale or to
-    # the experiment registry's choose (both raise, tests/test_notebook.py, tests/test_experiments.py)
+    # the experiment registry's fill, which checks it the same way (tests/test_experiments.py)
     assert (re.search(r'^check_scale\(scale\)', text, flags=re.M)
-            or re.search(r'= exp\.choose\(\s*scale\s*,', text)), f"{src.name}: an unknown scale must be an error"
+            or re.search(r'^exp\.fill\(scale, globals\(\)\)', text, flags=re.M)), \
+        f"{src.name}: an unknown scale must be an error"
 
 
 @pytest.mark.parametrize("src", book.chapters(), ids=lambda p: p.stem)

@@ -7,14 +7,10 @@ import torch
 
 import lib
 from tools import paper
+from tests.helpers import rel_err
 
 F64 = torch.float64
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-
-
-def _rel(a, b):
-    a, b = a.detach().double().cpu(), b.detach().double().cpu()
-    return float((a - b).norm() / b.norm().clamp_min(1e-300))
 
 
 def _case(kind, device):
@@ -41,9 +37,9 @@ def test_captured_step_equals_eager_and_cpu_step(kind):
         runs[name] = (out, [p.detach().cpu() for p in model.parameters()])
     assert runs["captured"][0]["captured"] and not runs["eager"][0]["captured"]
     for other in ("eager", "cpu"):
-        assert _rel(runs["captured"][0]["loss"], runs[other][0]["loss"]) <= 1e-10, other
+        assert rel_err(runs["captured"][0]["loss"], runs[other][0]["loss"]) <= 1e-10, other
         for a, b in zip(runs["captured"][1], runs[other][1]):
-            assert _rel(a, b) <= 1e-10, other
+            assert rel_err(a, b) <= 1e-10, other
 
 
 def test_captured_run_resumes_where_it_stopped(tmp_path):

@@ -7,12 +7,9 @@ from hypothesis import given, settings, strategies as st
 
 import lib
 from lib.linear_rnn import markov_parameters
+from tests.helpers import rel_err
 
 REL = 1e-10
-
-
-def rel(a, b):
-    return float(torch.linalg.norm(a - b) / torch.linalg.norm(b))
 
 
 def close(a, b):
@@ -134,7 +131,7 @@ def test_markov_parameters_match_reference_values_and_gradients_for_any_shape(n,
     V = torch.randn(T, n_y, n_x, generator=g, dtype=torch.float64)
     a = markov_parameters(W, F, C, T)
     b = lib.impulse_response(W, F, C, T)
-    assert rel(a.detach(), b.detach()) < 1e-10
+    assert rel_err(a.detach(), b.detach()) < 1e-10
     ga = torch.autograd.grad((a * V).sum(), [W, F, C], allow_unused=True)
     gb = torch.autograd.grad((b * V).sum(), [W, F, C], allow_unused=True)
     for x, y, p in zip(ga, gb, (W, F, C)):

@@ -10,29 +10,68 @@ from lib.book import experiments as ex
 from tools import book
 
 
-def test_choose_takes_the_scale_column_and_an_explicit_value_wins():
+def test_value_and_argued_take_the_scale_column():
     exp = ex.Experiment("_t", dict(steps=ex.Setting(10, 1000, "x"), lr=ex.Setting(1e-2, 1e-3, "y")))
-    assert exp.choose("book", steps=None, lr=None) == (10, 1e-2)
-    assert exp.choose("paper", steps=None, lr=None) == (1000, 1e-3)
-    assert exp.choose("paper", steps=7, lr=None) == (7, 1e-3)
-    flags = ex.Experiment("_f", dict(flag=ex.Setting(True, True, "z")))
-    assert flags.choose("book", flag=False) is False           # only None means "take the column"
+    assert (exp.value("steps", "book"), exp.value("lr", "paper")) == (10, 1e-3)
     assert exp.argued("paper", "steps") == {"steps": 1000}
 
 
+def test_fill_takes_the_scale_column_keeps_a_set_value_and_says_which(capsys):
+    exp = ex.Experiment("_t", dict(steps=ex.Setting(10, 1000, "App. B.1"), lr=ex.Setting(1e-2, 1e-3, "peak"),
+                                   d=ex.fixed(4, "§3")), source="book/experiments/t.toml")
+    ns = dict(steps=None, lr=3e-3, d=None, other=None)
+    exp.fill("paper", ns)
+    assert ns == dict(steps=1000, lr=3e-3, d=4, other=None)         # only declared settings are filled
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "The settings of this execution (scale='paper'), as book/experiments/t.toml declares them:"
+    assert out[1:] == ["  steps = 1000 (paper; book: 10) -- App. B.1",
+                       "  lr = 0.003 (set for this execution; paper: 0.001) -- peak",
+                       "  d = 4 (both scales) -- §3"]
+    flags = ex.Experiment("_f", dict(flag=ex.Setting(True, True, "z")))
+    ns = dict(flag=False)
+    flags.fill("book", ns)
+    assert ns["flag"] is False                                      # only None means "take the column"
+
+
 @pytest.mark.parametrize("scale", ["Book", "full", "", None, 1])
-def test_an_unknown_scale_is_named(scale):
+def test_fill_names_an_unknown_scale_before_filling_anything(scale):
     exp = ex.Experiment("_t", dict(n=ex.Setting(1, 2, "x")))
+    ns = dict(n=None)
     with pytest.raises(ValueError, match=r"scale must be 'book' or 'paper'"):
-        exp.choose(scale, n=None)
+        exp.fill(scale, ns)
+    assert ns == dict(n=None)
 
 
-def test_choose_needs_exactly_the_declared_settings():
+def test_fill_needs_every_declared_setting_as_a_parameter():
+    exp = ex.Experiment("_t", dict(a=ex.fixed(1, "x"), b=ex.fixed(2, "y")), source="book/experiments/t.toml")
+    ns = dict(a=None)
+    with pytest.raises(ValueError, match=r"_t declares b in book/experiments/t.toml, but its parameters cell does not"):
+        exp.fill("book", ns)
+    assert ns == dict(a=None)
+
+
+def test_the_registry_is_read_on_first_use_not_at_import():
+    """Importing the registry's module reads no file of the book (the science and the tools import
+    it where no book is); the first use reads book/experiments."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("import builtins, io, pathlib, sys\n"
+            "opened = []\n"
+            "real = pathlib.Path.read_text\n"
+            "pathlib.Path.read_text = lambda self, *a, **k: (opened.append(str(self)), real(self, *a, **k))[1]\n"
+            "from lib.book import experiments as ex\n"
+            "assert not [p for p in opened if 'experiments' in p], opened\n"
+            "assert ex.experiment('11_learning_attention_teacher').settings\n"
+            "assert [p for p in opened if p.endswith('zucchet.toml')], opened\n")
+    env = dict(os.environ, PYTHONPATH=str(book.ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    res = subprocess.run([sys.executable, "-c", code], cwd=book.ROOT, env=env, capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+
+
+def test_argued_needs_a_declared_setting():
     exp = ex.Experiment("_t", dict(a=ex.fixed(1, "x"), b=ex.fixed(2, "y")))
-    with pytest.raises(ValueError, match="missing: b"):
-        exp.choose("book", a=None)
-    with pytest.raises(ValueError, match="not declared: c"):
-        exp.choose("book", a=None, b=None, c=3)
     with pytest.raises(KeyError, match="declares no setting 'c'"):
         exp.argued("book", "c")
 
@@ -46,7 +85,7 @@ def _parameters(src):
 @pytest.mark.parametrize("src", book.chapters(), ids=lambda p: p.stem)
 def test_every_declared_setting_is_a_parameter_left_at_none(src):
     """A chapter's parameters cell declares every setting of its experiment, at None (the value
-    comes from the registry), and its choose() call passes them all."""
+    comes from the registry), and the cell after it fills them (exp.fill)."""
     exp = ex.EXPERIMENTS.get(src.stem)
     if exp is None:
         assert src.stem[0] == "9", f"{src.stem} has no declared experiment"
@@ -55,7 +94,8 @@ def test_every_declared_setting_is_a_parameter_left_at_none(src):
     for name in exp.settings:
         assert params.get(name) == "None", f"{src.stem}: parameter {name} must default to None"
     if exp.settings:
-        assert f'experiment("{src.stem}")' in src.read_text()
+        text = src.read_text()
+        assert f'experiment("{src.stem}")' in text and re.search(r"^exp\.fill\(scale, globals\(\)\)$", text, re.M)
 
 
 def test_no_chapter_restates_a_scale_column():

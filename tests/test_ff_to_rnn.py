@@ -7,12 +7,9 @@ import torch
 from hypothesis import given, settings, strategies as st
 
 import lib
+from tests.helpers import rel_err
 
 TOL = 1e-10
-
-
-def rel(a, b):
-    return float(torch.linalg.norm(a - b) / max(float(torch.linalg.norm(b)), 1e-300))
 
 
 @st.composite
@@ -75,10 +72,10 @@ def test_general_fast_equals_literal_and_ff(p, H):
     fast = lib.general_ff_to_rnn(W, b, w_o, 0.3, seqs)
     ref = lib.general_ff_to_rnn_reference(W, b, w_o, 0.3, seqs)
     assert fast.state_size == ref.state_size
-    assert rel(fast.info["lam"], ref.info["lam"]) <= TOL
+    assert rel_err(fast.info["lam"], ref.info["lam"]) <= TOL
     for out in (fast(seqs), fast(seqs, markov=True), ref(seqs),
                 fast.outputs_from_states(fast.info["states"])):
-        assert rel(out, o) <= TOL
+        assert rel_err(out, o) <= TOL
 
 
 @settings(max_examples=25, deadline=None)
@@ -93,7 +90,7 @@ def test_one_step_constructions_exact(p, slots):
     feats = net.features(seqs)
     for reduced in (False, True):
         rnn = lib.one_step_ff_to_rnn(net, seqs, reduced=reduced)
-        assert rel(torch.tanh(rnn.run(feats) + net.b_o), o) <= TOL
+        assert rel_err(torch.tanh(rnn.run(feats) + net.b_o), o) <= TOL
 
 
 def test_tanh_memory_error_below_bound():
@@ -126,8 +123,8 @@ def test_truncation_equals_rank_k_construction():
     direct = lib.general_ff_to_rnn(W, torch.zeros(2), torch.ones(2), 0.0, seqs, rank=k)
     t = rnn.truncated(k)
     assert t.state_size == k == direct.state_size
-    assert rel(t(seqs), direct(seqs)) <= TOL
-    assert rel(t(seqs, markov=True), t(seqs)) <= TOL
+    assert rel_err(t(seqs), direct(seqs)) <= TOL
+    assert rel_err(t(seqs, markov=True), t(seqs)) <= TOL
     with pytest.raises(ValueError, match="state size"):
         rnn.truncated(rnn.state_size + 1)
 
@@ -195,7 +192,7 @@ def test_general_forgetting_exact_and_bounded(p, spans):
     red = lib.general_ff_to_rnn_forgetting(W, b, w_o, 0.1, seqs)
     full = lib.general_ff_to_rnn(W, b, w_o, 0.1, seqs)
     N = sum(s.shape[0] for s in seqs)
-    assert rel(red(seqs), o) <= TOL
+    assert rel_err(red(seqs), o) <= TOL
     rt = [lib.rank_and_timespan(W[h], a) for h in range(H)]
     paper = min(N, sum(((1 + 2 * t) * r - r * r) // 2 for r, t in rt))   # the bound, computed independently
     assert red.info["bound"] == paper
@@ -244,7 +241,7 @@ def test_markov_parameters_give_the_net_inputs():
     seqs, rnn = _protein_like(4)
     l = max(s.shape[0] for s in seqs)
     K = rnn.markov_parameters(l)
-    assert rel(lib.state_matrix(seqs, l) @ K.T, rnn.net_inputs(seqs)) <= TOL
+    assert rel_err(lib.state_matrix(seqs, l) @ K.T, rnn.net_inputs(seqs)) <= TOL
 
 
 @pytest.mark.parametrize("call, match", [

@@ -1,6 +1,7 @@
 """lib.book.fidelity: the records the chapters glue, the appendix that reads them back, and the check
 that the two agree (the book test runs that check on the real chapters)."""
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -8,6 +9,7 @@ import nbformat
 import numpy as np
 import pytest
 
+from lib.book import experiments as ex
 from lib.book import fidelity
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -80,7 +82,7 @@ def test_the_words_come_from_the_ledger_or_from_the_chapter(ledger):
 @pytest.mark.parametrize("texts, error, match", [
     (dict(sperduti="[claim.04-gap]\nsection = 'sec-y'\n"), ValueError, "claim '04-gap' stands in two ledgers: emami.toml and sperduti.toml"),
     (dict(sperduti="[claim.07-x]\nwhy = 'no'\n"), ValueError, "may give only what, published, section"),
-    (dict(sperduti="[table.07-x]\nwhat = 'no'\n"), ValueError, "only \\[claim.KEY\\] and \\[erratum.KEY\\] tables"),
+    (dict(sperduti="[table.07-x]\nwhat = 'no'\n"), ValueError, "only \\[claim.KEY\\], \\[erratum.KEY\\] and \\[published.CHAPTER\\] tables"),
 ])
 def test_a_malformed_ledger_is_named(tmp_path, texts, error, match):
     folder = write_ledgers(tmp_path / "claims", texts)
@@ -410,3 +412,49 @@ def test_a_notebook_summary_and_its_outputs_are_read(tmp_path):
     assert fidelity.notebook_summary(path) == "\n- gap 0.112\n- and k = 1108"
     assert "gap 0.112" in fidelity.notebook_outputs(path) and "k = 1602" in fidelity.notebook_outputs(path)
     assert fidelity.numbers_not_in_outputs(fidelity.notebook_summary(path), fidelity.notebook_outputs(path)) == ["1108"]
+
+
+def _ledgers(tmp_path, published: str):
+    """The three ledgers, the emami one holding ``published`` (a TOML text) besides nothing else."""
+    for paper in fidelity.PAPERS:
+        (tmp_path / f"{paper}.toml").write_text(published if paper == "emami" else "")
+    return tmp_path
+
+
+def test_published_numbers_have_one_home(tmp_path):
+    """A chapter's published numbers: values with where they stand, tuples where asked, and a
+    number that is also a setting of the chapter read from the experiment registry."""
+    folder = _ledgers(tmp_path, '[published."04_training_dynamics"]\n'
+                                'widths = { value = [10, 40], where = "Fig. 4" }\n'
+                                'pair = { value = [1.5, 2], tuple = true, where = "§5" }\n'
+                                'rows = { value = [[1, 2], [3, 4]], where = "Table 1" }\n'
+                                'lr = { setting = "lr" }\n')
+    got = fidelity.published("04_training_dynamics", folder)
+    assert got == {"widths": [10, 40], "pair": (1.5, 2), "rows": [(1, 2), (3, 4)],
+                   "lr": ex.experiment("04_training_dynamics").settings["lr"].paper}
+    assert type(got["pair"]) is tuple and type(got["rows"][0]) is tuple
+
+
+@pytest.mark.parametrize("entry, message", [
+    ('x = { value = 1 }', "must be { value = ..., where"),                   # no where
+    ('x = { value = 1, where = "" }', "must be { value = ..., where"),       # an empty where
+    ('x = { setting = "no_such_setting" }', "naming a setting of 04_training_dynamics"),
+    ('x = 3', "must be { value = ..., where"),
+    ('x = { value = 1, where = "w", unit = "s" }', "must be { value = ..., where"),
+])
+def test_a_malformed_published_number_is_named(tmp_path, entry, message):
+    folder = _ledgers(tmp_path, f'[published."04_training_dynamics"]\n{entry}\n')
+    with pytest.raises(ValueError, match=re.escape(message)):
+        fidelity.published("04_training_dynamics", folder)
+
+
+def test_a_chapter_without_published_numbers_is_named(tmp_path):
+    with pytest.raises(ValueError, match=r'\[published."05_memory_and_delay"\].*found 0'):
+        fidelity.published("05_memory_and_delay", _ledgers(tmp_path, ""))
+
+
+def test_every_chapter_that_reads_published_numbers_has_them():
+    """Each chapter that calls fidelity.published finds its table, every entry well formed."""
+    for src in sorted((ROOT / "book").glob("[0-9][0-9]_*.md")):
+        if f'fidelity.published("{src.stem}")' in src.read_text():
+            assert fidelity.published(src.stem)

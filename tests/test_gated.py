@@ -7,10 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import lib
-
-
-def _rel(a, b):
-    return float(((a - b).norm() / b.norm()).detach())
+from tests.helpers import rel_err
 
 
 @settings(max_examples=40, deadline=None)
@@ -22,7 +19,7 @@ def test_scan_equals_loop(n, T, B, seed, exact):
     if exact:  # lam in {0, 1} exactly, as in the construction
         lam = (lam > 0.5).double()
     u = torch.randn(B, T, n, generator=g)
-    assert _rel(lib.diagonal_scan(lam, u), lib.diagonal_scan_reference(lam, u)) <= 1e-10
+    assert rel_err(lib.diagonal_scan(lam, u), lib.diagonal_scan_reference(lam, u)) <= 1e-10
 
 
 @settings(max_examples=10, deadline=None)
@@ -31,7 +28,7 @@ def test_complex_scan_equals_loop(n, T, seed):
     g = torch.Generator().manual_seed(seed)
     lam = torch.polar(torch.rand(n, generator=g), 6 * torch.rand(n, generator=g))
     u = torch.complex(torch.randn(2, T, n, generator=g), torch.randn(2, T, n, generator=g))
-    assert _rel(lib.diagonal_scan(lam, u), lib.diagonal_scan_reference(lam, u)) <= 1e-10
+    assert rel_err(lib.diagonal_scan(lam, u), lib.diagonal_scan_reference(lam, u)) <= 1e-10
 
 
 @settings(max_examples=25, deadline=None)
@@ -41,8 +38,8 @@ def test_parallel_forward_equals_step(d, n, n_g, T, seed, append_one):
     m = lib.GatedLinearRNN(d, n, 3, n_g, append_one=append_one, seed=seed)
     x = torch.randn(2, T, d, generator=torch.Generator().manual_seed(seed))
     with torch.no_grad():
-        assert _rel(m(x), m(x, method="step")) <= 1e-10
-        assert _rel(m.hidden_states(x), m.hidden_states(x, method="step")) <= 1e-10
+        assert rel_err(m(x), m(x, method="step")) <= 1e-10
+        assert rel_err(m.hidden_states(x), m.hidden_states(x, method="step")) <= 1e-10
 
 
 @settings(max_examples=15, deadline=None)
@@ -52,7 +49,7 @@ def test_differentiable_parallel_path_equals_step(n, T, seed):
     m = lib.GatedLinearRNN(3, n, 2, seed=seed)
     x = torch.randn(2, T, 3, generator=torch.Generator().manual_seed(seed))
     a, b = m(x), m(x, method="step")
-    assert a.requires_grad and _rel(a, b.detach()) <= 1e-10
+    assert a.requires_grad and rel_err(a, b.detach()) <= 1e-10
     params = list(m.parameters())
     ga = torch.autograd.grad(a.square().sum(), params, allow_unused=True)  # T = 1: lam unused
     gb = torch.autograd.grad(b.square().sum(), params, allow_unused=True)
@@ -71,11 +68,11 @@ def test_input_gradients_with_frozen_parameters_and_reused_buffers():
     x = torch.randn(2, 7, 3, generator=torch.Generator().manual_seed(3), requires_grad=True)
     (gx,) = torch.autograd.grad(m(x).square().sum(), x)
     (gx_ref,) = torch.autograd.grad(m(x, method="step").square().sum(), x)
-    assert _rel(gx, gx_ref) <= 1e-10
+    assert rel_err(gx, gx_ref) <= 1e-10
     with torch.no_grad():
         for B, T in ((2, 7), (2, 7), (5, 3)):
             xb = torch.randn(B, T, 3, generator=torch.Generator().manual_seed(B * T))
-            assert _rel(m(xb), m(xb, method="step")) <= 1e-10
+            assert rel_err(m(xb), m(xb, method="step")) <= 1e-10
 
 
 def test_lam_parametrisation_and_from_weights():
@@ -97,7 +94,7 @@ def test_lstm_construction_error_is_quadratic():
     for s in scales:
         lstm, R = lib.lstm_from_attention(*W, scale=s)
         with torch.no_grad():
-            errs.append(_rel(lstm(x)[0] @ R.T, y))
+            errs.append(rel_err(lstm(x)[0] @ R.T, y))
     slopes = [math.log(errs[i] / errs[i + 1]) / math.log(2) for i in range(2)]
     assert all(1.8 < s < 2.2 for s in slopes), slopes
 
@@ -106,8 +103,8 @@ def test_glu_gating_error_is_quadratic():
     g = torch.Generator().manual_seed(0)
     Wm, Wx, x = torch.randn(4, 3, generator=g), torch.randn(4, 3, generator=g), torch.randn(50, 3, generator=g)
     exact = (x @ Wm.T) * (x @ Wx.T)
-    e1 = _rel(lib.glu_gating(Wm, Wx, 1e-2)(x), exact)
-    e2 = _rel(lib.glu_gating(Wm, Wx, 5e-3)(x), exact)
+    e1 = rel_err(lib.glu_gating(Wm, Wx, 1e-2)(x), exact)
+    e2 = rel_err(lib.glu_gating(Wm, Wx, 5e-3)(x), exact)
     assert 3.5 < e1 / e2 < 4.5
 
 
@@ -188,7 +185,7 @@ def test_polynomial_tensor_evaluates_to_model_output(d, n, L, seed):
     y_mono = torch.stack([torch.stack([torch.prod(w[k, :-1] ** torch.tensor(e)) for e in exps]) for k in range(5)]) @ coef.T
     with torch.no_grad():
         y = m(x)[:, -1]
-    assert _rel(y_poly, y) <= 1e-10 and _rel(y_mono, y) <= 1e-10
+    assert rel_err(y_poly, y) <= 1e-10 and rel_err(y_mono, y) <= 1e-10
 
 
 def test_two_lru_layers_implement_the_gated_rnn_to_second_order():
@@ -203,7 +200,7 @@ def test_two_lru_layers_implement_the_gated_rnn_to_second_order():
         for eps in (4e-3, 2e-3):
             layers, R = lib.lru_from_gated(m, eps)
             out = layers(torch.nn.functional.pad(xt, (0, layers[0].W_m.shape[0] - 4))) @ R.T
-            errs.append(_rel(out, y))
+            errs.append(rel_err(out, y))
     assert 3.5 < errs[0] / errs[1] < 4.5, errs
     with pytest.raises(TypeError, match="GatedLinearRNN"):
         lib.lru_from_gated(torch.nn.Linear(2, 2), 0.1)
@@ -222,7 +219,7 @@ def test_one_lru_in_layer_implements_attention_to_second_order(skip):
         for eps in (4e-3, 2e-3):
             layer, R = lib.lru_in_from_attention(*W, eps, skip=skip)
             assert layer.input_gate and layer.skip_gate == skip
-            errs.append(_rel(layer(torch.nn.functional.pad(x, (0, layer.W_m.shape[0] - 3))) @ R.T, y))
+            errs.append(rel_err(layer(torch.nn.functional.pad(x, (0, layer.W_m.shape[0] - 3))) @ R.T, y))
     assert errs[0] < 1e-4 and 3.5 < errs[0] / errs[1] < 4.5, errs
     with pytest.raises(ValueError, match="eps"):
         lib.lru_in_from_attention(*W, 0.0)
@@ -242,7 +239,7 @@ def test_diagonal_recurrence_equals_loop_with_its_gradients(n, T, seed, cplx):
     u.requires_grad_(True)
     w = torch.randn_like(u)
     h1, h2 = lib.diagonal_recurrence(lam, u), lib.diagonal_scan_reference(lam, u)
-    assert _rel(h1.detach(), h2.detach()) <= 1e-12
+    assert rel_err(h1.detach(), h2.detach()) <= 1e-12
     g1 = torch.autograd.grad((h1 * w.conj()).real.sum(), (lam, u))
     g2 = torch.autograd.grad((h2 * w.conj()).real.sum(), (lam, u))
     assert all(float((a - b).norm()) <= 1e-12 * max(float(b.norm()), 1.0) for a, b in zip(g1, g2))  # T = 1: grad lam = 0
@@ -262,8 +259,8 @@ def test_lru_in_skip_layer():
         Bu = torch.complex(xg @ layer.B_re.T, xg @ layer.B_im.T) * torch.exp(layer.gamma_log)
         h = lib.diagonal_scan_reference(layer.lam, Bu)
         y_tilde = h.real @ layer.C_re.T - h.imag @ layer.C_im.T + layer.D_skip * xg
-        assert _rel(layer(x), ref * (y_tilde @ layer.W_x.T)) <= 1e-12
-        assert _rel(base, layer(x)) > 1e-3
+        assert rel_err(layer(x), ref * (y_tilde @ layer.W_x.T)) <= 1e-12
+        assert rel_err(base, layer(x)) > 1e-3
 
 
 def test_evaluation_buffers_are_not_handed_out():
@@ -278,7 +275,7 @@ def test_evaluation_buffers_are_not_handed_out():
         h1_copy, y1_copy = h1.clone(), y1.clone()
         m.hidden_states(x2), m(x2)
     assert torch.equal(h1, h1_copy) and torch.equal(y1, y1_copy)
-    assert _rel(h1, m.hidden_states(x1, method="step").detach()) <= 1e-12
+    assert rel_err(h1, m.hidden_states(x1, method="step").detach()) <= 1e-12
     assert "_work" in m.__dict__ and len(m.__dict__["_work"]) == 4
 
 
@@ -290,7 +287,7 @@ def test_scan_core_and_in_place_loop_agree_with_the_reference():
     ref = lib.diagonal_scan_reference(lam, u)
     scanned = scan_time_major(lam, u.transpose(0, 1).contiguous()).transpose(0, 1)
     looped = recur_(u.transpose(0, 1).contiguous()[None], lam)[0].transpose(0, 1)
-    assert _rel(scanned, ref) <= 1e-14 and _rel(looped, ref) <= 1e-14
+    assert rel_err(scanned, ref) <= 1e-14 and rel_err(looped, ref) <= 1e-14
     # lam = 0 keeps only the latest input, lam = 1 sums all inputs so far: exactly
     assert torch.equal(recur_(u.transpose(0, 1).contiguous()[None], torch.zeros(7, dtype=torch.float64))[0],
                        u.transpose(0, 1))

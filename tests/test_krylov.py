@@ -12,6 +12,7 @@ import torch
 
 import lib
 from lib import krylov
+from tests.helpers import rel_err
 
 REL = 1e-12   # the two paths differ only in the order of summation
 
@@ -26,10 +27,6 @@ def torch_path(W, Q0, T, s, P0, add_Q=None, add_P=None):
         if P is not None:
             P.append(P[-1] @ W * s + (0 if add_P is None else add_P[j]))
     return (None if Q is None else torch.stack(Q)), (None if P is None else torch.stack(P))
-
-
-def rel(a, b):
-    return float(torch.linalg.norm(a - b) / torch.linalg.norm(b))
 
 
 def test_kernel_compiles_here():
@@ -50,9 +47,9 @@ def test_kernel_equals_torch_products(n, kq, kp):
     T, s = 9, 0.9 / n ** 0.5
     Q, P = krylov.krylov_rows(W, Q0, T, s, P0)
     Q_ref, P_ref = torch_path(W, Q0, T, s, P0)
-    assert Q.shape == (T, kq, n) and rel(Q, Q_ref) <= REL
+    assert Q.shape == (T, kq, n) and rel_err(Q, Q_ref) <= REL
     if kp:
-        assert P.shape == (T, kp, n) and rel(P, P_ref) <= REL
+        assert P.shape == (T, kp, n) and rel_err(P, P_ref) <= REL
     else:
         assert P is None
 
@@ -75,7 +72,7 @@ def test_affine_sequences_and_transposed_views(n, kq, kp, transposed):
     for a, b in ((Q, Q_ref), (P, P_ref)):
         assert (a is None) == (b is None)
         if b is not None:
-            assert rel(a, b) <= REL
+            assert rel_err(a, b) <= REL
 
 
 def test_adjoint_rows_is_the_backward_recursion():
@@ -87,7 +84,7 @@ def test_adjoint_rows_is_the_backward_recursion():
     ref = [G[-1]]
     for k in range(6, -1, -1):
         ref.append(s * ref[-1] @ W + G[k])
-    assert rel(V, torch.stack(ref[::-1])) <= REL
+    assert rel_err(V, torch.stack(ref[::-1])) <= REL
 
 
 def test_short_sequences_and_non_contiguous_W():
@@ -98,7 +95,7 @@ def test_short_sequences_and_non_contiguous_W():
     for T in (1, 2):
         Q, P = krylov.krylov_rows(W, Q0, T, 0.05, P0)
         Q_ref, P_ref = torch_path(W, Q0, T, 0.05, P0)
-        assert rel(Q, Q_ref) <= REL and rel(P, P_ref) <= REL
+        assert rel_err(Q, Q_ref) <= REL and rel_err(P, P_ref) <= REL
 
 
 def test_graph_inputs_take_the_differentiable_path():
@@ -110,7 +107,7 @@ def test_graph_inputs_take_the_differentiable_path():
     (gW,) = torch.autograd.grad(Q.sum(), W)
     Q_ref, _ = torch_path(W, Q0, 4, 0.4, None)
     (gW_ref,) = torch.autograd.grad(Q_ref.sum(), W)
-    assert rel(gW, gW_ref) <= REL
+    assert rel_err(gW, gW_ref) <= REL
 
 
 @pytest.mark.parametrize("n,n_x,n_y", [(300, 1, 1), (257, 2, 3), (1000, 1, 1), (300, 3, 1),
@@ -129,7 +126,7 @@ def test_linear_rnn_gradients_through_the_kernel(n, n_x, n_y):
         model.engine = engine
         grads[engine] = torch.autograd.grad(lib.loss_fn(model(x), y), params)
     for name, a, b in zip("WFC", grads["markov"], grads["recurrence"]):
-        assert rel(a, b) <= 1e-10, name
+        assert rel_err(a, b) <= 1e-10, name
 
 
 def test_disabled_kernel_gives_the_same_numbers():
@@ -150,7 +147,7 @@ def test_disabled_kernel_gives_the_same_numbers():
     m = lib.LinearRNN(300, 1, 2, 0.5, 1.0, 1.0, seed=9)
     x = torch.randn(3, 10, 1, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
     g = torch.autograd.grad(m(x).square().sum(), [m.W])[0]
-    assert rel(g, g_torch) <= 1e-10
+    assert rel_err(g, g_torch) <= 1e-10
 
 
 def test_no_compiler_warns_and_falls_back(monkeypatch):
@@ -162,7 +159,7 @@ def test_no_compiler_warns_and_falls_back(monkeypatch):
     W = torch.randn(5, 5, dtype=torch.float64)
     Q0 = torch.randn(1, 5, dtype=torch.float64)
     Q, _ = krylov.krylov_rows(W, Q0, 3, 0.5)
-    assert rel(Q, torch_path(W, Q0, 3, 0.5, None)[0]) <= REL
+    assert rel_err(Q, torch_path(W, Q0, 3, 0.5, None)[0]) <= REL
 
 
 # -------------------------------------------------------------------- faults of the compiled kernel

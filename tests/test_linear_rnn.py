@@ -9,12 +9,9 @@ import torch
 from hypothesis import given, settings, strategies as st
 
 import lib
+from tests.helpers import rel_err
 
 DT = torch.float64
-
-
-def rel(a, b):
-    return float(torch.linalg.norm(a - b) / torch.linalg.norm(b))
 
 
 def naive_conv(L, x):
@@ -43,8 +40,8 @@ def test_rnn_equals_convolution_with_its_markov_parameters(size, nu_W):
         y_conv = lib.causal_conv(L, x)
     assert L.shape == (T, n_y, n_x)
     assert y_rec.shape == (N, T, n_y)
-    assert rel(y_conv, y_rec) <= 1e-10
-    assert rel(naive_conv(L, x), y_rec) <= 1e-10
+    assert rel_err(y_conv, y_rec) <= 1e-10
+    assert rel_err(naive_conv(L, x), y_rec) <= 1e-10
 
 
 def test_impulse_response_is_the_closed_form():
@@ -54,7 +51,7 @@ def test_impulse_response_is_the_closed_form():
     L = lib.impulse_response(W, F, C, 6)
     for j in range(6):
         want = 7 ** (-(j + 1) / 2) * C @ torch.linalg.matrix_power(W, j) @ F
-        assert rel(L[j], want) <= 1e-12
+        assert rel_err(L[j], want) <= 1e-12
 
 
 def test_impulse_response_is_the_response_to_an_impulse():
@@ -67,7 +64,7 @@ def test_impulse_response_is_the_response_to_an_impulse():
     with torch.no_grad():
         y = model.forward_recurrence(x)  # (3, T, n_y)
         L = model.markov_parameters(T)
-    assert rel(y.permute(1, 2, 0), L) <= 1e-12
+    assert rel_err(y.permute(1, 2, 0), L) <= 1e-12
 
 
 @settings(max_examples=40, deadline=None)
@@ -79,19 +76,19 @@ def test_vandermonde_realization_reproduces_random_taps(T, n_x, n_y, seed, kind)
     W, F, C = lib.vandermonde_realization(L, nodes)
     n = T * n_x * n_y
     assert W.shape == (n, n) and F.shape == (n, n_x) and C.shape == (n_y, n)
-    assert rel(lib.impulse_response(W, F, C, T), L) <= 1e-8
+    assert rel_err(lib.impulse_response(W, F, C, T), L) <= 1e-8
     # the realised RNN, run as a recurrence, computes the convolution with L
     x = torch.randn(2, T, n_x, dtype=DT, generator=torch.Generator().manual_seed(seed + 1))
     with torch.no_grad():
         y = lib.LinearRNN.from_weights(W, F, C).forward_recurrence(x)
-    assert rel(y, lib.causal_conv(L, x)) <= 1e-8
+    assert rel_err(y, lib.causal_conv(L, x)) <= 1e-8
 
 
 def test_vandermonde_matrix_and_determinant():
     nodes = torch.tensor([0.3, -0.5, 0.9, 0.1], dtype=DT)
     V = lib.vandermonde_matrix(nodes)
     assert torch.equal(V[:, 0], torch.ones(4, dtype=DT))
-    assert rel(V[:, 3], nodes**3) <= 1e-15
+    assert rel_err(V[:, 3], nodes**3) <= 1e-15
     det = math.prod(float(nodes[j] - nodes[i]) for i in range(4) for j in range(i + 1, 4))
     assert abs(float(torch.linalg.det(V)) - det) <= 1e-12 * abs(det)
 
@@ -193,8 +190,8 @@ def test_the_default_engine_is_the_rnn_through_its_markov_parameters():
     x = torch.randn(5, 9, 3, generator=torch.Generator().manual_seed(0), dtype=DT)
     assert rnn.engine == "markov" and rnn.with_engine("markov") is rnn
     with torch.no_grad():
-        assert rel(rnn(x), rnn.forward_recurrence(x)) < 1e-10
-        assert rel(rnn(x), lib.causal_conv(rnn.markov_parameters(9), x)) < 1e-10
+        assert rel_err(rnn(x), rnn.forward_recurrence(x)) < 1e-10
+        assert rel_err(rnn(x), lib.causal_conv(rnn.markov_parameters(9), x)) < 1e-10
     with pytest.raises(ValueError, match="square"):
         lib.markov_parameters(torch.randn(3, 4), torch.randn(3, 1), torch.randn(1, 3), 4)
 
@@ -207,10 +204,10 @@ def test_with_engine_shares_the_parameters():
     assert ref.with_engine("recurrence") is ref
     x = torch.randn(4, 7, 2, generator=torch.Generator().manual_seed(1), dtype=DT)
     with torch.no_grad():
-        assert rel(fast(x), ref(x)) < 1e-10
+        assert rel_err(fast(x), ref(x)) < 1e-10
     lib.train_gd(fast, x, torch.zeros(4, 7, 1, dtype=DT), lr=1e-3, steps=2)   # trains ref as well
     with torch.no_grad():
-        assert rel(fast(x), ref(x)) < 1e-10
+        assert rel_err(fast(x), ref(x)) < 1e-10
     assert (fast.nu_W, fast.nu_F, fast.nu_C) == (ref.nu_W, ref.nu_F, ref.nu_C)
     with pytest.raises(ValueError, match="engine"):
         ref.with_engine("scan")

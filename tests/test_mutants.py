@@ -57,9 +57,9 @@ MUTANTS = [
      "    _check_batch(model, batch, seed, predict, loss, own_loss)\n", "", ["test_objective.py"]),
     ("objective: train_gd's x_test / y_test not checked", "lib/training.py",
      "        _check_objective(model, x_test, y_test, \"x_test\", \"y_test\")\n", "", ["test_objective.py"]),
-    ("objective: a stack's member losses averaged over all members", "lib/recurrent_cells.py",
-     "(self.forward_unchecked(x, last_only) - y).square().flatten(1).mean(dim=1)",
-     "(self.forward_unchecked(x, last_only) - y).square().mean().expand(x.shape[0])", ["test_objective.py"]),
+    ("objective: a stack's member losses averaged over all members", "lib/tasks.py",
+     "return 0.5 * (out - y).square().flatten(1).mean(dim=1)",
+     "return 0.5 * (out - y).square().mean().expand(x.shape[0])", ["test_objective.py"]),
     # the stored-run loader: a swapped member, a skipped checksum, files of another run
     ("stored runs: members handed back in reverse order", "lib/book/artefacts.py",
      '"members": [model.member(k) for k in range(model.K)]',
@@ -86,7 +86,7 @@ def test_mutant_is_caught(tmp_path, path, old, new, tests):
     assert src.count(old) == 1, f"{path}: the original text must occur once (was the formula edited?)"
     shutil.copytree(ROOT / "lib", tmp_path / "lib", ignore=shutil.ignore_patterns("__pycache__"))
     (tmp_path / "tests").mkdir()
-    for name in ["conftest.py", *tests]:
+    for name in ["conftest.py", "helpers.py", *tests]:
         shutil.copy(ROOT / "tests" / name, tmp_path / "tests" / name)
     shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
     (tmp_path / path).write_text(src.replace(old, new))

@@ -83,7 +83,7 @@ def test_each_member_loss_is_its_own(kind):
     g = torch.Generator().manual_seed(0)
     x = torch.randn(2, 3, 5, 3, generator=g, dtype=F64)
     y = torch.randn(2, 3, 5, 2, generator=g, dtype=F64)
-    losses = stack.member_losses(x, y)
+    losses = lib.tasks.member_losses(stack, x, y)
     for k in range(2):
         mk = stack.member(k)
         out = mk(x[k])

@@ -3,14 +3,12 @@ import pytest
 import torch
 
 import lib
-from lib import gated_step
+from lib import gated_step, recurrent_step
 from lib.online import FlatAdamW
+from lib.tasks import member_losses
+from tests.helpers import rel_err
 
 F64 = torch.float64
-
-
-def _rel(a, b):
-    return float((a - b).detach().norm() / b.detach().norm().clamp_min(1e-300))
 
 
 def test_flat_adamw_is_torch_adamw():
@@ -32,11 +30,11 @@ def test_flat_adamw_is_torch_adamw():
         for group in ref.param_groups:
             group["lr"] = lr
         ref.zero_grad()
-        lib.gated_step.member_losses_reference(a, x, y).sum().backward()
+        member_losses(a, x, y).sum().backward()
         ref.step()
-        flat.step(lib.gated_step.member_losses_reference(b, x, y).sum(), lr)
+        flat.step(member_losses(b, x, y).sum(), lr)
     for (n, p), q in zip(a.named_parameters(), b.parameters()):
-        assert _rel(q, p) <= 1e-12, n
+        assert rel_err(q, p) <= 1e-12, n
 
 
 def test_flat_adamw_capturable_form_equals_eager():
@@ -49,9 +47,9 @@ def test_flat_adamw_capturable_form_equals_eager():
         x = torch.randn(1, 3, 4, 3, generator=g, dtype=F64)
         y = torch.randn(1, 3, 4, 2, generator=g, dtype=F64)
         lr = lib.cosine_lr(step, 10, 1e-2, 1e-4)
-        oa.step(gated_step.member_losses_reference(a, x, y).sum(), lr)
-        ob.step(gated_step.member_losses_reference(b, x, y).sum(), torch.tensor(lr, dtype=F64))
-    assert _rel(ob.flat, oa.flat) <= 1e-12
+        oa.step(member_losses(a, x, y).sum(), lr)
+        ob.step(member_losses(b, x, y).sum(), torch.tensor(lr, dtype=F64))
+    assert rel_err(ob.flat, oa.flat) <= 1e-12
 
 
 needs_kernel = pytest.mark.skipif(not gated_step.kernel_available(), reason="the gated kernel is not available")
@@ -73,12 +71,12 @@ def test_kernel_step_equals_autograd_step(widths, T, B, d, last_only):
     x = torch.randn(K, B, T, d, generator=g, dtype=F64)
     y = torch.randn(K, B, 3, generator=g, dtype=F64) if last_only else torch.randn(K, B, T, 3, generator=g, dtype=F64)
     params = list(stack.parameters())
-    fast = stack.member_losses(x, y, last_only=last_only)
-    ref = gated_step.member_losses_reference(stack, x, y, last_only)
-    assert _rel(fast, ref) <= 1e-12
+    fast = gated_step.member_losses(stack, x, y, last_only=last_only)
+    ref = member_losses(stack, x, y, last_only)
+    assert rel_err(fast, ref) <= 1e-12
     for name, a, b in zip([n for n, _ in stack.named_parameters()], torch.autograd.grad(fast.sum(), params),
                           torch.autograd.grad(ref.sum(), params)):
-        assert _rel(a, b) <= 1e-12, name
+        assert rel_err(a, b) <= 1e-12, name
 
 
 @needs_kernel
@@ -91,19 +89,20 @@ def test_losses_into_grad_is_the_autograd_step(last_only):
     g = torch.Generator().manual_seed(4)
     x = torch.randn(3, 19, 7, 4, generator=g, dtype=F64)
     y = torch.randn(3, 19, 3, generator=g, dtype=F64) if last_only else torch.randn(3, 19, 7, 3, generator=g, dtype=F64)
-    ref = gated_step.member_losses_reference(stack, x, y, last_only)
+    ref = member_losses(stack, x, y, last_only)
     g_ref = torch.autograd.grad(ref.sum(), list(stack.parameters()))
     stack.W_in_m.grad = torch.full_like(stack.W_in_m, 7.0)            # stale: must be replaced
-    losses = stack.losses_into_grad(x, y, last_only)
-    assert not losses.requires_grad and _rel(losses, ref) <= 1e-12
+    losses = gated_step.losses_into_grad(stack, x, y, last_only)
+    assert not losses.requires_grad and rel_err(losses, ref) <= 1e-12
     for (name, p), b in zip(stack.named_parameters(), g_ref):
-        assert _rel(p.grad, b) <= 1e-12, name
+        assert rel_err(p.grad, b) <= 1e-12, name
 
 
 def test_losses_into_grad_declines_where_the_kernel_does_not_apply(monkeypatch):
     monkeypatch.setattr(gated_step.KERNEL, "load", lambda: None)
     stack = lib.StackedGatedRNN(3, [4], 2, [0], dtype=F64)
-    assert stack.losses_into_grad(torch.randn(1, 2, 5, 3, dtype=F64), torch.randn(1, 2, 5, 2, dtype=F64)) is None
+    assert gated_step.losses_into_grad(stack, torch.randn(1, 2, 5, 3, dtype=F64),
+                                      torch.randn(1, 2, 5, 2, dtype=F64)) is None
     assert all(p.grad is None for p in stack.parameters())
 
 
@@ -119,10 +118,10 @@ def test_flat_adamw_eager_form_equals_fused_kernel():
         x = torch.randn(2, 3, 4, 3, generator=g, dtype=F64)
         y = torch.randn(2, 3, 4, 2, generator=g, dtype=F64)
         lr = lib.cosine_lr(step, 20, 1e-2, 1e-4)
-        oa.step(gated_step.member_losses_reference(a, x, y).sum(), lr)
-        ob.step(gated_step.member_losses_reference(b, x, y).sum(), lr)
+        oa.step(member_losses(a, x, y).sum(), lr)
+        ob.step(member_losses(b, x, y).sum(), lr)
     assert oa._fused is not None or not hasattr(torch, "_fused_adamw_")
-    assert _rel(ob.flat, oa.flat) <= 1e-12 and _rel(ob.exp_avg_sq, oa.exp_avg_sq) <= 1e-12
+    assert rel_err(ob.flat, oa.flat) <= 1e-12 and rel_err(ob.exp_avg_sq, oa.exp_avg_sq) <= 1e-12
 
 
 def test_teacher_output_is_causal_linear_self_attention():
@@ -132,7 +131,7 @@ def test_teacher_output_is_causal_linear_self_attention():
     x, y = task.sample([torch.Generator().manual_seed(1), torch.Generator().manual_seed(2)])
     for k in range(2):
         ref = lib.LinearSelfAttention(W[0][k], W[1][k], W[2][k])(x[k])
-        assert _rel(y[k], ref) <= 1e-12
+        assert rel_err(y[k], ref) <= 1e-12
 
 
 @needs_kernel
@@ -141,16 +140,16 @@ def test_kernel_step_float32_close_to_float64():
     s64 = lib.StackedGatedRNN.from_members([stack.member(0)], dtype=F64)
     task = lib.AttentionTeacherTask(*lib.lsa_teachers(4, [0]), T=32, batch=64, x_std=0.5, dtype=F64)
     x, y = task.sample([torch.Generator().manual_seed(0)])
-    g32 = torch.autograd.grad(stack.member_losses(x.float(), y.float()).sum(), list(stack.parameters()))
-    g64 = torch.autograd.grad(gated_step.member_losses_reference(s64, x, y).sum(), list(s64.parameters()))
-    assert all(_rel(a.double(), b) <= 1e-4 for a, b in zip(g32, g64))
+    g32 = torch.autograd.grad(gated_step.member_losses(stack, x.float(), y.float()).sum(), list(stack.parameters()))
+    g64 = torch.autograd.grad(member_losses(s64, x, y).sum(), list(s64.parameters()))
+    assert all(rel_err(a.double(), b) <= 1e-4 for a, b in zip(g32, g64))
 
 
 def test_without_kernel_the_reference_is_used(monkeypatch):
     monkeypatch.setattr(gated_step.KERNEL, "load", lambda: None)
     stack = lib.StackedGatedRNN(3, [4], 2, [0], dtype=F64)
     x, y = torch.randn(1, 2, 5, 3, dtype=F64), torch.randn(1, 2, 5, 2, dtype=F64)
-    assert torch.equal(stack.member_losses(x, y), gated_step.member_losses_reference(stack, x, y))
+    assert torch.equal(gated_step.member_losses(stack, x, y), member_losses(stack, x, y))
 
 
 def test_snapshots_and_segments(tmp_path):
@@ -216,7 +215,7 @@ def test_pool_protocol_goes_through_epochs_and_resumes_exactly(tmp_path):
     assert out["resumed_from"] == 5 and torch.equal(out["loss"], ref["loss"])
 
 
-lru_kernel = pytest.mark.skipif(not lib.recurrent_step.kernel_available(), reason="the LRU kernel is not available")
+lru_kernel = pytest.mark.skipif(not recurrent_step.kernel_available(), reason="the LRU kernel is not available")
 
 
 @lru_kernel
@@ -236,15 +235,16 @@ def test_recurrent_step_equals_autograd(kind, layers, width, T, last_only, B):
     ref = 0.5 * ((out[:, -1] if last_only else out) - y).square().mean()
     g_ref = torch.autograd.grad(ref, list(net.parameters()))
     grads = {p: torch.full_like(p, 3.0) for p in net.parameters()}
-    loss = lib.recurrent_step.net_step(lib.recurrent_step.KERNEL.load(), net, x, y, last_only, grads.__getitem__)
-    assert _rel(loss, ref) <= 1e-12
+    loss = recurrent_step.net_step(recurrent_step.KERNEL.typed(F64), net, x, y, last_only, grads.__getitem__)
+    assert rel_err(loss, ref) <= 1e-12
     for (name, p), b in zip(net.named_parameters(), g_ref):
-        assert _rel(grads[p], b) <= 1e-12, name
+        assert rel_err(grads[p], b) <= 1e-12, name
 
 
 @lru_kernel
 def test_module_stack_step_mixes_lru_and_autograd_members():
-    """ModuleStack.losses_into_grad: the networks of lib.recurrent_step by the kernel step, another
+    """The ModuleStack step (recurrent_step.losses_into_grad): the networks of lib.recurrent_step by
+    the kernel step, another
     module by autograd; every .grad replaced by the gradient of the losses' sum, as autograd
     through the stack gives."""
 
@@ -267,12 +267,12 @@ def test_module_stack_step_mixes_lru_and_autograd_members():
     g_ref = torch.autograd.grad(ref.sum(), list(stack.parameters()))
     for p in stack.parameters():
         p.grad = torch.full_like(p, 5.0)
-    losses = stack.losses_into_grad(x, y, last_only=True)
-    assert _rel(losses, ref) <= 1e-12
+    losses = recurrent_step.losses_into_grad(stack, x, y, last_only=True)
+    assert rel_err(losses, ref) <= 1e-12
     for (name, p), b in zip(stack.named_parameters(), g_ref):
-        assert _rel(p.grad, b) <= 1e-12, name
+        assert rel_err(p.grad, b) <= 1e-12, name
     plain_only = lib.ModuleStack([Plain()])
-    assert plain_only.losses_into_grad(x[:1], y[:1], last_only=True) is None
+    assert recurrent_step.losses_into_grad(plain_only, x[:1], y[:1], last_only=True) is None
 
 
 @lru_kernel
@@ -287,9 +287,9 @@ def test_recurrent_step_float32_close_to_float64(kind):
     out = net64.forward_unchecked(x[0])
     g64 = torch.autograd.grad(0.5 * (out[:, -1] - y[0]).square().mean(), list(net64.parameters()))
     grads = {p: torch.empty_like(p) for p in net.parameters()}
-    lib.recurrent_step.net_step(lib.recurrent_step.KERNEL.load(), net, x[0].float(), y[0].float(), True,
-                                grads.__getitem__)
-    assert all(_rel(grads[p].double(), b) <= 1e-5 for p, b in zip(net.parameters(), g64))
+    recurrent_step.net_step(recurrent_step.KERNEL.typed(torch.float32), net, x[0].float(), y[0].float(), True,
+                            grads.__getitem__)
+    assert all(rel_err(grads[p].double(), b) <= 1e-5 for p, b in zip(net.parameters(), g64))
 
 
 @lru_kernel
@@ -310,9 +310,9 @@ def test_train_online_fast_engine_follows_the_autograd_engine(kind):
     fast, ref = build(), build()
     out_fast = lib.train_online(fast, task, steps=6, data_seeds=[1, 2], log_every=2)
     out_ref = lib.train_online(ref, task, steps=6, data_seeds=[1, 2], log_every=2, engine="autograd")
-    assert _rel(out_fast["loss"], out_ref["loss"]) <= 1e-10
+    assert rel_err(out_fast["loss"], out_ref["loss"]) <= 1e-10
     for (name, a), b in zip(fast.named_parameters(), ref.parameters()):
-        assert _rel(a, b) <= 1e-10, name
+        assert rel_err(a, b) <= 1e-10, name
     with pytest.raises(ValueError, match="engine"):
         lib.train_online(fast, task, steps=1, data_seeds=[1, 2], engine="compiled")
 

@@ -6,12 +6,9 @@ import pytest
 import torch
 
 import lib
+from tests.helpers import rel_err
 
 REL = 1e-10
-
-
-def rel(a, b):
-    return float(torch.linalg.norm(a - b) / torch.linalg.norm(b))
 
 
 def taps(T, n_y=1, n_x=1, seed=0):
@@ -24,12 +21,12 @@ def test_shift_register_is_the_convolution_on_long_sequences(T, n_y, n_x):
     W, F, C = lib.shift_register_realization(L)
     assert W.shape[0] == T * n_x
     h = lib.impulse_response(W, F, C, 3 * T)
-    assert rel(h[:T], L) <= REL and float(h[T:].abs().max()) == 0.0
+    assert rel_err(h[:T], L) <= REL and float(h[T:].abs().max()) == 0.0
     x = torch.randn(4, 3 * T, n_x, generator=torch.Generator().manual_seed(1))
     rnn = lib.LinearRNN.from_weights(W, F, C)
     rnn.engine = "recurrence"
     with torch.no_grad():
-        assert rel(rnn(x), lib.causal_conv(L, x)) <= REL
+        assert rel_err(rnn(x), lib.causal_conv(L, x)) <= REL
 
 
 @pytest.mark.parametrize("T", [2, 3, 4, 7, 8, 16])
@@ -38,8 +35,8 @@ def test_rotation_taps_exact_then_repeat_scaled_by_radius_to_the_T(T, radius):
     L = taps(T, 2, 1, seed=T)
     W, F, C = lib.rotation_realization(L, radius=radius)
     h = lib.impulse_response(W, F, C, 2 * T)
-    assert rel(h[:T], L) <= REL
-    assert rel(h[T:], radius ** T * L) <= REL            # the period-T repetition, damped by r^T
+    assert rel_err(h[:T], L) <= REL
+    assert rel_err(h[T:], radius ** T * L) <= REL            # the period-T repetition, damped by r^T
     A = W / math.sqrt(W.shape[0])
     assert abs(float(torch.linalg.eigvals(A).abs().max()) - radius) <= 1e-12
 
@@ -57,10 +54,10 @@ def test_full_rank_memory_is_an_orthogonal_shift_register_and_compressed_memory_
     W, F, C = lib.memory_realization(L, seqs)
     assert W.shape[0] == T
     h = lib.impulse_response(W, F, C, 3 * T)
-    assert rel(h[:T], L) <= REL and float(h[T:].abs().max()) <= 1e-12
+    assert rel_err(h[:T], L) <= REL and float(h[T:].abs().max()) <= 1e-12
     Wk, Fk, Ck = lib.memory_realization(L, seqs, rank=4)
     assert Wk.shape[0] == 4
-    assert rel(lib.impulse_response(Wk, Fk, Ck, T), L) > 1e-3
+    assert rel_err(lib.impulse_response(Wk, Fk, Ck, T), L) > 1e-3
 
 
 def test_memory_of_shorter_sequences_is_exact_on_their_span_only():
@@ -71,7 +68,7 @@ def test_memory_of_shorter_sequences_is_exact_on_their_span_only():
     W, F, C = lib.memory_realization(L, seqs)
     assert W.shape[0] == 3
     h = lib.impulse_response(W, F, C, T)
-    assert rel(h[:3], L[:3]) <= REL and float(h[3:].abs().max()) <= 1e-12
+    assert rel_err(h[:3], L[:3]) <= REL and float(h[3:].abs().max()) <= 1e-12
 
 
 @pytest.mark.parametrize("call,words", [

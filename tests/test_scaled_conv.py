@@ -8,10 +8,7 @@ from hypothesis import strategies as st
 
 import lib
 from lib import scaled_conv as S
-
-
-def rel(a, b):
-    return float((a - b).norm() / b.norm())
+from tests.helpers import rel_err
 
 
 # ----------------------------------------------------------------------------- kernel limit
@@ -57,10 +54,10 @@ def test_gradient_flow_limits(tiny_xy):
     a = lib.gd_path(x, y, r, L0, 1e-4, [2000])[0]
     b = lib.gd_path(x, y, r, L0, 1e-5, [20000])[0]
     f = lib.gd_path(x, y, r, L0, 1e-4, [2000], flow=True)[0]
-    assert rel(b, f) < rel(a, f) / 5
+    assert rel_err(b, f) < rel_err(a, f) / 5
     # long time from zero: the least-squares solution of minimum rho^{-1}-weighted norm
     inf = lib.gd_path(x, y, r, L0, 1.0, [10**9], flow=True)[0]
-    assert rel(inf, lib.rho_ridge(x, y, r, 0.0)) < 1e-8
+    assert rel_err(inf, lib.rho_ridge(x, y, r, 0.0)) < 1e-8
 
 
 def test_rho_ridge_is_stationary_point(tiny_xy):

@@ -4,12 +4,9 @@ import torch
 from hypothesis import given, settings, strategies as st
 
 import lib
+from tests.helpers import rel_err
 
 TOL = 1e-10
-
-
-def rel(a, b):
-    return float(torch.linalg.norm(a - b) / max(float(torch.linalg.norm(b)), 1e-300))
 
 
 @st.composite
@@ -34,12 +31,12 @@ def test_autoencoder_states_decoder_and_rank(seqs):
     Xi = lib.state_matrix(seqs)
     assert ae.state_size == int(torch.linalg.matrix_rank(Xi))
     Y = ae.encode(seqs)
-    assert rel(torch.cat(Y), Xi @ ae.U) <= TOL
+    assert rel_err(torch.cat(Y), Xi @ ae.U) <= TOL
     for y1, y2 in zip(Y, lib.encode_reference(ae.A, ae.B, seqs)):
-        assert rel(y1, y2) <= TOL
+        assert rel_err(y1, y2) <= TOL
     for s, Ys in zip(seqs, Y):
         for t in range(s.shape[0]):
-            assert rel(ae.decode(Ys[t], t + 1), s[: t + 1].flip(0)) <= TOL
+            assert rel_err(ae.decode(Ys[t], t + 1), s[: t + 1].flip(0)) <= TOL
     # Omega = U (the paper's claim, true because the row space is invariant under the up-shift)
     blocks, BkA = [], ae.A
     for _ in range(ae.l):
@@ -49,7 +46,7 @@ def test_autoencoder_states_decoder_and_rank(seqs):
     # which the l products B^k A can amplify l-fold; near-rank-deficient draws (sigma_min / sigma_max
     # ~ 1e-9, found by hypothesis) sit above 1e-10 for that reason alone, while a wrong Omega is O(1)
     kappa = float(ae.lam[0] / ae.lam[-1])
-    assert rel(torch.cat(blocks), ae.U) <= TOL + 10 * ae.l * torch.finfo(torch.float64).eps * kappa
+    assert rel_err(torch.cat(blocks), ae.U) <= TOL + 10 * ae.l * torch.finfo(torch.float64).eps * kappa
 
 
 def test_shift_operators_act_as_documented():
@@ -66,14 +63,14 @@ def test_autoencoder_matrices_match_explicit_operators():
     U = torch.linalg.qr(torch.randn(12, 5, generator=g, dtype=torch.float64))[0]
     P, R = lib.shift_operators(3, 12)
     A, B = lib.autoencoder_matrices(U, 3)
-    assert rel(A, U.T @ P) <= TOL and rel(B, U.T @ R @ U) <= TOL
+    assert rel_err(A, U.T @ P) <= TOL and rel_err(B, U.T @ R @ U) <= TOL
 
 
 def test_thin_svd_rank_and_truncation():
     g = torch.Generator().manual_seed(1)
     M = torch.randn(20, 3, generator=g, dtype=torch.float64) @ torch.randn(3, 15, generator=g, dtype=torch.float64)
     V, lam, U = lib.thin_svd(M)
-    assert lam.shape == (3,) and rel(V @ torch.diag(lam) @ U.T, M) <= TOL
+    assert lam.shape == (3,) and rel_err(V @ torch.diag(lam) @ U.T, M) <= TOL
     assert lib.thin_svd(M, rank=2)[1].shape == (2,)
 
 

@@ -5,10 +5,7 @@ import pytest
 import torch
 
 import lib
-
-
-def rel(a, b):
-    return float((a - b).norm() / b.norm())
+from tests.helpers import rel_err
 
 
 # ----------------------------------------------------------------------------- mini-batch GD
@@ -20,7 +17,7 @@ def test_minibatch_with_one_batch_is_full_batch_gd(tiny_xy):
     b = lib.ScaledConv(r, 2, 1, seed=1)
     lib.train_gd(a, x, y, lr=1e-2, steps=20)
     lib.train_minibatch(b, x, y, lr=1e-2, epochs=20, batch_size=100, seed=4)
-    assert rel(b.taps().detach(), a.taps().detach()) < 1e-10
+    assert rel_err(b.taps().detach(), a.taps().detach()) < 1e-10
 
 
 def test_minibatch_deterministic_and_evaluates(tiny_xy):

@@ -12,12 +12,9 @@ from hypothesis import strategies as st
 import lib
 from lib.book.artefacts import load_finished_groups, load_run
 from lib.diagonal import DiagonalRecurrence
+from tests.helpers import rel_err
 
 F64 = torch.float64
-
-
-def _rel(a, b):
-    return float((a - b).detach().norm() / b.detach().norm())
 
 
 def _teacher_setup(widths, seeds, teacher_seeds, T=6, batch=3, d=3):
@@ -37,7 +34,7 @@ def test_stacked_forward_equals_each_member(widths, T, seed, last):
         y = stack(x, last_only=last)
         for k in range(len(widths)):
             ref = stack.member(k)(x[k], method="step")
-            assert _rel(y[k], ref[:, -1] if last else ref) <= 1e-10
+            assert rel_err(y[k], ref[:, -1] if last else ref) <= 1e-10
 
 
 def test_recurrence_backward_equals_autograd_of_the_loop():
@@ -55,8 +52,8 @@ def test_recurrence_backward_equals_autograd_of_the_loop():
     w = torch.randn_like(loop)
     ga = torch.autograd.grad((h * w).sum(), (lam, u))
     gb = torch.autograd.grad((loop * w).sum(), (lam, u))
-    assert _rel(h, loop) <= 1e-12
-    assert all(_rel(a, b) <= 1e-12 for a, b in zip(ga, gb))
+    assert rel_err(h, loop) <= 1e-12
+    assert all(rel_err(a, b) <= 1e-12 for a, b in zip(ga, gb))
 
 
 def test_stacked_training_equals_separate_runs_and_padding_stays_zero():

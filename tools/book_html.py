@@ -31,7 +31,6 @@ STATIC = Path(__file__).resolve().parent / "static"
 # the placeholder lib.book.tables writes for a role in a table cell
 XREF = re.compile(r'<a class="rnnbook-xref" data-role="(?P<role>\w+)" data-target="(?P<target>[^"]*)" '
                   r'data-title="(?P<title>[^"]*)">(?P<shown>.*?)</a>', re.S)
-ROLES = {"ref": ("std", "ref"), "numref": ("std", "numref"), "doc": ("std", "doc"), "eq": ("math", "eq")}
 CHAPTER = re.compile(r"^book/(\d\d)_\w+$")
 
 
@@ -50,10 +49,9 @@ def repository_url(citation: Path = ROOT / "CITATION.cff") -> str | None:
 
 # ----------------------------------------------------------------------------- tables
 
-def _xref(role: str, target: str, title: str, docname: str):
+def _xref(domain: str, typ: str, target: str, title: str, docname: str):
     from sphinx import addnodes
 
-    domain, typ = ROLES[role]
     if typ in ("ref", "numref"):
         target = target.lower()                      # as Sphinx's own roles store the labels
     shown = title or target
@@ -70,13 +68,16 @@ def resolve_table_roles(app, doctree) -> None:
         text = raw.astext()
         if "html" not in raw.get("format", "").split() or "rnnbook-xref" not in text:
             continue
+        # the roles a cell may hold, as the renderer declares them (imported only for a page whose
+        # tables hold one: importing lib.book imports lib)
+        from lib.book.tables import ROLES
         parts, pos = [], 0
         for m in XREF.finditer(text):
             if m["role"] not in ROLES:
                 raise ValueError(f"{docname}: a table cell holds the role {{{m['role']}}}, which the book "
                                  f"cannot resolve (roles: {', '.join(ROLES)})")
             parts.append(nodes.raw("", text[pos:m.start()], format="html"))
-            parts.append(nodes.inline("", "", _xref(m["role"], html.unescape(m["target"]),
+            parts.append(nodes.inline("", "", _xref(*ROLES[m["role"]], html.unescape(m["target"]),
                                                     html.unescape(m["title"]), docname)))
             pos = m.end()
         parts.append(nodes.raw("", text[pos:], format="html"))

@@ -1,7 +1,11 @@
 """lib.book: the book's own machinery, apart from the science in ``lib``.
 
 Chapters import both (``import lib`` and ``from lib.book import ...``); ``import lib`` never
-imports this package, so the science needs no notebook stack.
+imports this package, so the science needs no notebook stack (tests/test_import_graph.py: no
+module of the science imports it).  It lives inside ``lib`` only so that the chapters, the tools
+and the tests import one installed package; it reads the book's files -- the experiment
+registry ``book/experiments``, the claims ledgers ``book/claims``, the stored runs ``results/`` of
+the checkout -- only when a function asks for them, never when it is imported.
 
     experiments  the experiment registry: every setting that depends on the scale, that a check
                  is argued for or that a stored run uses, with where it stands in the paper

@@ -10,7 +10,8 @@ Settings shared by several chapters stand once under ``[common.NAME]`` and are t
 ``{ range = [start, stop, step] }``.  Everything else derives from the registry:
 
 * the chapter's parameters cell leaves these knobs at ``None``, and the cell after it fills them
-  with :meth:`Experiment.choose` (the scale rule: an explicit value always wins);
+  with :meth:`Experiment.fill` (the scale rule: an explicit value always wins), which prints the
+  value each took and where it comes from;
 * :meth:`Experiment.argued` gives the settings a group of the chapter's checks was argued for,
   which :class:`lib.book.argued.ArguedSettings` compares with the chapter's values;
 * ``tools/paper.py`` (``make paper``) trains the Part III runs (:class:`OnlineRun`) with the
@@ -19,6 +20,13 @@ Settings shared by several chapters stand once under ``[common.NAME]`` and are t
   Reproducibility appendix read the same objects.
 
 Networks are built by the architecture registry, :mod:`lib.architectures`.
+
+Importing this module reads nothing: the registry files are read on the first use of
+:func:`experiment`, :func:`run_of`, :func:`stored_chapters`, ``EXPERIMENTS`` or ``RUNS``, from
+the book's folder ``book/experiments`` of the checkout (:data:`REGISTRY`).  The science (``lib``)
+never imports this package, so it runs without any of the book's files; the book's machinery
+lives beside it in ``lib.book`` only so that chapters, tools and tests import one installed
+package.
 """
 from __future__ import annotations
 
@@ -29,14 +37,22 @@ from typing import Any
 
 from lib.architectures import INITS
 
-__all__ = ["Setting", "Group", "OnlineRun", "Experiment", "EXPERIMENTS", "RUNS", "REGISTRY", "experiment",
-           "run_of", "stored_chapters", "load"]
+__all__ = ["Setting", "Group", "OnlineRun", "Experiment", "EXPERIMENTS", "RUNS", "REGISTRY", "SCALES",
+           "check_scale", "experiment", "run_of", "stored_chapters", "load", "toml_value"]
 
 SCALES = ("book", "paper")
 REGISTRY = Path(__file__).resolve().parents[2] / "book" / "experiments"
 # the settings a run of each task takes from its chapter (same name, or renamed in its `uses`)
 RUN_KEYS = {"teacher": ("d", "T", "batch", "x_std", "steps", "lr", "lr_min", "weight_decay"),
             "icl": ("T", "d_x", "d_y", "batch", "sigma_w2", "sigma_x2", "steps", "lr", "lr_min", "weight_decay")}
+
+
+def check_scale(scale: str) -> str:
+    """``scale`` itself when it is "book" or "paper"; otherwise a ValueError that names both: the
+    one check of a chapter's ``scale`` switch."""
+    if scale not in SCALES:
+        raise ValueError(f"scale must be 'book' or 'paper', got {scale!r}")
+    return scale
 
 
 @dataclass(frozen=True)
@@ -49,9 +65,7 @@ class Setting:
     where: str
 
     def at(self, scale: str):
-        if scale not in SCALES:
-            raise ValueError(f"scale must be 'book' or 'paper', got {scale!r}")
-        return self.book if scale == "book" else self.paper
+        return self.book if check_scale(scale) == "book" else self.paper
 
 
 def fixed(value, where: str) -> Setting:
@@ -159,24 +173,34 @@ class Experiment:
     runs: tuple[OnlineRun, ...] = ()
     stored_chapter: bool = False     # Part I: the chapter executed at scale="paper" is stored
     what: str = ""
+    source: str = ""                 # the registry file that declares it
 
     def value(self, name: str, scale: str):
         if name not in self.settings:
             raise KeyError(f"{self.chapter} declares no setting {name!r}; it declares: {', '.join(self.settings)}")
         return self.settings[name].at(scale)
 
-    def choose(self, scale: str, **given):
-        """The scale rule: each declared setting passed as ``name=value`` takes ``value`` when it is
-        not ``None`` (the reader set it), else its ``scale`` column.  Every declared setting must be
-        passed, and nothing else.  Returns the values in the order given (one value for one)."""
-        missing = [n for n in self.settings if n not in given]
-        extra = [n for n in given if n not in self.settings]
-        if missing or extra:
-            raise ValueError(f"{self.chapter}: choose() must receive exactly the declared settings"
-                             + (f"; missing: {', '.join(missing)}" if missing else "")
-                             + (f"; not declared: {', '.join(extra)}" if extra else ""))
-        out = [v if v is not None else self.value(n, scale) for n, v in given.items()]
-        return out[0] if len(out) == 1 else tuple(out)
+    def fill(self, scale: str, namespace: dict) -> None:
+        """The scale rule, applied to a chapter's parameters in ``namespace`` (its ``globals()``):
+        every declared setting left at ``None`` takes its ``scale`` column; one the reader set
+        keeps its value.  Prints each value with its source -- the column it came from (and the
+        other column where they differ), or the reader -- and where it stands in the paper.
+        ``scale`` is checked first, and a declared setting that is not a parameter of the
+        chapter is an error, both before anything is filled."""
+        check_scale(scale)
+        if not self.settings:
+            return
+        missing = [n for n in self.settings if n not in namespace]
+        if missing:
+            raise ValueError(f"{self.chapter} declares {', '.join(missing)} in {self.source or 'the registry'}, "
+                             "but its parameters cell does not: add each as a parameter left at None")
+        lines = [f"The settings of this execution (scale={scale!r}), as {self.source or 'the registry'} "
+                 "declares them:"]
+        for name, setting in self.settings.items():
+            given = namespace[name]
+            namespace[name] = setting.at(scale) if given is None else given
+            lines.append(_described(name, namespace[name], setting, scale, given is not None))
+        print("\n".join(lines))
 
     def argued(self, scale: str, *names: str) -> dict:
         """``{name: value at scale}`` for the named settings: what a group of checks was argued for."""
@@ -185,11 +209,30 @@ class Experiment:
         return {n: self.value(n, scale) for n in names}
 
 
+def _described(name: str, value, setting: Setting, scale: str, given: bool, width: int = 96) -> str:
+    """One printed line of :meth:`Experiment.fill` (wrapped at ``width``): the value, its source
+    and where it stands in the paper."""
+    import textwrap
+
+    other = "paper" if scale == "book" else "book"
+    if given:
+        source = f"set for this execution; {scale}: {setting.at(scale)!r}"
+    elif setting.book == setting.paper:
+        source = "both scales"
+    elif len(repr(setting.at(other))) <= 40:
+        source = f"{scale}; {other}: {setting.at(other)!r}"
+    else:
+        source = f"{scale}; the {other} column differs"
+    return textwrap.fill(f"{name} = {value!r} ({source}) -- {setting.where}", width,
+                         initial_indent="  ", subsequent_indent="      ", break_on_hyphens=False)
+
+
 # ----------------------------------------------------------------------------- reading the files
 
-def _value(raw, tuple_: bool):
+def toml_value(raw, tuple_: bool):
     """A TOML value as the chapters use it: arrays of arrays are lists of tuples; ``tuple = true``
-    makes the value itself a tuple."""
+    makes the value itself a tuple (the settings here and the published numbers of the claims
+    ledgers, :func:`lib.book.fidelity.published`)."""
     if isinstance(raw, list) and raw and all(isinstance(r, list) for r in raw):
         raw = [tuple(r) for r in raw]
     return tuple(raw) if tuple_ else raw
@@ -203,8 +246,8 @@ def _setting(where_from: str, name: str, raw: dict) -> Setting:
                          f"{{ value = ..., where = ... }}, got {raw!r}")
     t = bool(raw.get("tuple", False))
     if "value" in raw:
-        return fixed(_value(raw["value"], t), raw["where"])
-    return Setting(_value(raw["book"], t), raw["paper"] if isinstance(raw["paper"], dict) else _value(raw["paper"], t),
+        return fixed(toml_value(raw["value"], t), raw["where"])
+    return Setting(toml_value(raw["book"], t), raw["paper"] if isinstance(raw["paper"], dict) else toml_value(raw["paper"], t),
                    raw["where"])
 
 
@@ -242,7 +285,7 @@ def load(folder: Path = REGISTRY) -> dict[str, Experiment]:
             settings.update(common[name])
         runs = tuple(_run(f"{src} [{chapter}]", n, r) for n, r in table.pop("run", {}).items())
         settings.update({k: _setting(f"{src} [{chapter}]", k, v) for k, v in table.items()})
-        experiments[chapter] = Experiment(chapter, settings, runs, stored, what)
+        experiments[chapter] = Experiment(chapter, settings, runs, stored, what, f"book/experiments/{src}")
         widths.update({r.name: r.widths for r in runs})
     for exp in experiments.values():                       # paper values that refer to runs or ranges
         for name, s in list(exp.settings.items()):
@@ -263,23 +306,40 @@ def load(folder: Path = REGISTRY) -> dict[str, Experiment]:
     return experiments
 
 
-EXPERIMENTS: dict[str, Experiment] = load()
-RUNS: dict[str, tuple[Experiment, OnlineRun]] = {r.name: (e, r) for e in EXPERIMENTS.values() for r in e.runs}
+_READ: dict = {}
+
+
+def _registry() -> dict:
+    """``{"EXPERIMENTS": ..., "RUNS": ...}``, read from :data:`REGISTRY` on first use."""
+    if not _READ:
+        experiments = load()
+        _READ["RUNS"] = {r.name: (e, r) for e in experiments.values() for r in e.runs}
+        _READ["EXPERIMENTS"] = experiments
+    return _READ
+
+
+def __getattr__(name: str):
+    """``EXPERIMENTS`` (chapter -> :class:`Experiment`) and ``RUNS`` (run name -> (experiment,
+    :class:`OnlineRun`)): the registry, read on first use."""
+    if name in ("EXPERIMENTS", "RUNS"):
+        return _registry()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def experiment(chapter: str) -> Experiment:
     """The declared experiment of ``chapter`` ("11_learning_attention_teacher"); a chapter with no
     table in the registry has no declared setting."""
-    return EXPERIMENTS.get(chapter, Experiment(chapter, {}))
+    return _registry()["EXPERIMENTS"].get(chapter, Experiment(chapter, {}))
 
 
 def run_of(name: str) -> tuple[Experiment, OnlineRun]:
     """The stored Part III run ``name`` and the experiment it belongs to."""
-    if name not in RUNS:
-        raise KeyError(f"unknown stored run {name!r}; declared: {', '.join(RUNS)}")
-    return RUNS[name]
+    runs = _registry()["RUNS"]
+    if name not in runs:
+        raise KeyError(f"unknown stored run {name!r}; declared: {', '.join(runs)}")
+    return runs[name]
 
 
 def stored_chapters() -> list[Experiment]:
     """The Part I experiments whose paper scale is a stored execution of the chapter."""
-    return [e for e in EXPERIMENTS.values() if e.stored_chapter]
+    return [e for e in _registry()["EXPERIMENTS"].values() if e.stored_chapter]

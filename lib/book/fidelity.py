@@ -8,9 +8,13 @@ that shows the check), or ``[erratum.KEY]`` with ``where``, ``statement``, ``cor
 ``evidence`` ("demonstrated": the book computes the contradiction; "suspected": an inference
 from missing or inconsistent information) and ``section``.  A chapter records, where it makes
 the check, what it computed: :func:`claim` with the key, its value and the verdict,
-:func:`erratum` with the key and the check.  A field that formats a number the chapter holds (a
-published value kept in the chapter's ``PAPER``) is passed by the chapter instead and left out of
-the ledger; each field has exactly one home, and a field given twice or nowhere is an error.
+:func:`erratum` with the key and the check.  The published numbers a chapter compares with stand
+in its paper's ledger too, in a table ``[published."CHAPTER"]`` with where each stands in the paper
+(or, for a number that is also one of the chapter's settings, a pointer to the experiment
+registry, its one home); the chapter reads them with :func:`published` into its ``PAPER``.  A
+field that formats a number the chapter holds (one of ``PAPER``'s) is passed by the chapter
+instead and left out of the ledger; each field has exactly one home, and a field given twice or
+nowhere is an error.
 Both store the completed record in the executed notebook with myst-nb's ``glue`` (no visible
 output).  The fidelity appendix (``book/97_fidelity``) reads the records back with
 :func:`collect`, shows them with :func:`claims_table` and :func:`errata_table` (rendered by
@@ -44,10 +48,12 @@ from pathlib import Path
 
 import numpy as np
 
+from .experiments import experiment, toml_value
 from .notebook import check_scale
 from .tables import MIME, inline_html
 
-__all__ = ["PAPERS", "VERDICTS", "COUNTED", "EVIDENCE", "MATCH_SD", "LEDGER", "ledger", "claim", "claim_record",
+__all__ = ["PAPERS", "VERDICTS", "COUNTED", "EVIDENCE", "MATCH_SD", "LEDGER", "ledger", "published", "claim",
+           "claim_record",
            "not_checked", "by_construction", "verdict_of", "verdict_over", "verdict_class", "sweep", "Sweep",
            "match_ratio", "erratum", "erratum_record", "unrecorded", "collect", "claims_table", "errata_table",
            "verdict_counts", "paper_summary", "appendix_disagreements", "numbers_not_in_outputs", "notebook_summary",
@@ -234,7 +240,8 @@ def verdict_class(verdict: str) -> str:
 
 
 # The ledgers: one TOML file a paper (book/claims/PAPER.toml), a table [claim.KEY] or
-# [erratum.KEY] an entry, holding the words of each record; the chapters supply the numbers.
+# [erratum.KEY] an entry, holding the words of each record; the chapters supply the numbers they
+# compute, and read the paper's published numbers from its tables [published."CHAPTER"].
 LEDGER = Path(__file__).resolve().parents[2] / "book" / "claims"
 TEXT_FIELDS = {"claim": ("what", "published", "section"),
                "erratum": ("where", "statement", "correction", "evidence", "section")}
@@ -256,9 +263,11 @@ def ledger(folder=None) -> dict:
             raise FileNotFoundError(f"the ledger of {paper} is missing: {path}")
         with path.open("rb") as f:
             data = tomllib.load(f)
+        data.pop("published", None)                     # the published numbers: published()
         unknown = set(data) - set(TEXT_FIELDS)
         if unknown:
-            raise ValueError(f"{path}: a ledger has only [claim.KEY] and [erratum.KEY] tables, got {sorted(unknown)}")
+            raise ValueError(f"{path}: a ledger has only [claim.KEY], [erratum.KEY] and [published.CHAPTER] tables, "
+                             f"got {sorted(unknown)}")
         for kind, table in data.items():
             for key, entry in table.items():
                 extra = set(entry) - set(TEXT_FIELDS[kind])
@@ -272,6 +281,46 @@ def ledger(folder=None) -> dict:
                     raise ValueError(f"{kind} {key!r} stands in two ledgers: {where[kind, key]} and {path.name}")
                 entries[kind, key], where[kind, key] = (paper, entry), path.name
     return entries
+
+
+def published(chapter: str, folder=None) -> dict:
+    """The published numbers ``chapter`` compares with, ``{name: value}``: the table
+    ``[published."CHAPTER"]`` of its paper's ledger (in ``folder``, default :data:`LEDGER`).  An
+    entry is ``{ value = ..., where = "..." }`` (where the number stands in the paper; ``tuple =
+    true`` makes a list a tuple, and arrays of arrays are lists of tuples), or ``{ setting =
+    "NAME" }`` for a number that is also a setting of the chapter: the paper column of that
+    setting in the experiment registry (:mod:`lib.book.experiments`), which holds it with where
+    it stands.  A chapter with no such table, one in two ledgers, or an entry of another form is
+    an error naming it."""
+    import tomllib
+
+    folder = Path(LEDGER if folder is None else folder)
+    found = []
+    for paper in PAPERS:
+        path = folder / f"{paper}.toml"
+        if path.is_file():
+            with path.open("rb") as f:
+                table = tomllib.load(f).get("published", {}).get(chapter)
+            if table is not None:
+                found.append((path, table))
+    if len(found) != 1:
+        raise ValueError(f"the published numbers of {chapter} must stand in one ledger's table "
+                         f"[published.\"{chapter}\"] ({folder}), found {len(found)}")
+    path, table = found[0]
+    settings = experiment(chapter).settings
+    numbers = {}
+    for name, entry in table.items():
+        keys = set(entry) if isinstance(entry, dict) else set()
+        if keys == {"setting"} and entry["setting"] in settings:
+            numbers[name] = settings[entry["setting"]].paper
+        elif {"value", "where"} <= keys <= {"value", "where", "tuple"} and isinstance(entry["where"], str) \
+                and entry["where"].strip():
+            numbers[name] = toml_value(entry["value"], bool(entry.get("tuple", False)))
+        else:
+            raise ValueError(f"{path}: [published.\"{chapter}\"] {name} must be {{ value = ..., where = \"...\" }} "
+                             f"or {{ setting = \"NAME\" }} naming a setting of {chapter} "
+                             f"({', '.join(settings) or 'none declared'}), got {entry!r}")
+    return numbers
 
 
 def _words(kind: str, key: str, given: dict, folder=None) -> tuple[str, dict]:

@@ -1,8 +1,8 @@
 """What every chapter does the same way: the scale switch, the agreement measure, the stored runs,
 the results tables.  (The scale rule itself -- a setting left at ``None`` takes its ``scale``
-column -- is :meth:`lib.book.experiments.Experiment.choose`, beside the declared settings.)
+column -- is :meth:`lib.book.experiments.Experiment.fill`, beside the declared settings.)
 
-    check_scale  the one check of the ``scale`` switch ("book" or "paper")
+    check_scale  the one check of the ``scale`` switch ("book" or "paper"), of lib.book.experiments
     rel_err    ||a - b||_F / ||b||_F, the measure behind every "exact identity" check (float64)
     stored_chapter_run  a chapter's stored paper-scale run at scale="book" (a missing one is an error
                unless the reader asked for the book scale only, ``book_only=True``)
@@ -17,14 +17,10 @@ import torch
 from IPython.display import Markdown, display
 
 from . import artefacts
-from .experiments import SCALES
+from .experiments import check_scale
 from .tables import Table
 
-def check_scale(scale: str) -> str:
-    """``scale`` itself when it is "book" or "paper"; otherwise a ValueError that names both."""
-    if scale not in SCALES:
-        raise ValueError(f"scale must be 'book' or 'paper', got {scale!r}")
-    return scale
+__all__ = ["check_scale", "rel_err", "stored_chapter_run", "table"]
 
 
 def rel_err(a, b) -> float:

@@ -11,16 +11,18 @@ from __future__ import annotations
 import matplotlib as mpl
 import matplotlib.pyplot as plt
 
+from .. import architectures
 from ..architectures import ARCHITECTURES
 
-# Okabe-Ito palette (colour-blind safe)
-PALETTE = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#F0E442", "#000000"]
+# the Okabe-Ito palette (colour-blind safe) of lib.architectures, where the architectures take
+# their colours from it
+PALETTE = list(architectures.PALETTE)
 
 MODEL_COLORS = {
     "rnn": PALETTE[0],
     "scaled_conv": PALETTE[1],
     "conv": PALETTE[2],
-    "theory": "#000000",
+    "theory": PALETTE[7],                       # black
     "attention": PALETTE[3],
     "gated_rnn": ARCHITECTURES["gated"].color,
 }
