@@ -194,6 +194,20 @@ def _group_file(run: Run, i: int) -> dict | None:
         raise SystemExit(str(exc)) from None
 
 
+def _group_locks(run: Run) -> ExitStack:
+    """Every group's lock of ``run`` (while its groups are joined, none trains), when it has a
+    folder of groups in training."""
+    stack = ExitStack()
+    try:
+        if run.work.is_dir():
+            for i in range(run.n):
+                stack.enter_context(run.group_lock(i))
+    except BaseException:
+        stack.close()
+        raise
+    return stack
+
+
 def _finished(run: Run, i: int, steps: int) -> bool:
     part = _group_file(run, i)
     return part is not None and part["steps"] == steps
@@ -343,10 +357,7 @@ def assemble(run: Run, steps: int, replace: bool = False) -> Path:
     while its files are joined); it is assembled in ``NAME.joining`` and swapped in last, so a
     crash or a full disk at any point leaves the stored run whole or for the next command to
     finish (see the comment above)."""
-    with run.join_lock(), ExitStack() as groups:
-        if run.work.is_dir():
-            for i in range(run.n):
-                groups.enter_context(run.group_lock(i))
+    with run.join_lock(), _group_locks(run):
         if _recover(run):
             return run.out
         check_manifest(run.root)
@@ -524,7 +535,7 @@ def run(name: str, steps: int | None = None, device: str = "cpu", progress: bool
     if bad:
         raise SystemExit(f"--group must be in 0..{run_.n - 1} for {name}, got {bad}")
     if artefacts.interrupted_join(name, run_.root) is not None:
-        with run_.join_lock():
+        with run_.join_lock(), _group_locks(run_):
             if _recover(run_):
                 return run_.out
     finished = [_finished(run_, i, steps) for i in range(run_.n)]     # every group file checked first
