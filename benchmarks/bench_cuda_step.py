@@ -37,10 +37,10 @@ PAPER_STEPS = _SPEC.paper_steps(_EXP)        # the registry's: Figs. 4A/5 at the
 
 
 def _group(name: str, i: int, dtype, device="cuda"):
-    cfg = paper.config(name)
-    exp, spec = experiments.run_of(name)
-    group = spec.groups[i]
-    d_in, d_out = spec.dims(exp)
+    run = paper.Run.of(name)
+    cfg = run.config()
+    group = run.spec.groups[i]
+    d_in, d_out = run.spec.dims(run.exp)
     model = architectures.build(group.kind, group.layers, d_in, group.widths, d_out, group.seeds,
                                 dtype=dtype, device=device)
     task = paper.make_task(cfg, group, dtype, device)

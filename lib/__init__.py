@@ -38,6 +38,8 @@ Modules, by subject:
     realizations     the four realizations of a convolution as an RNN
     data             the S1 recording and the protein secondary-structure set (checksummed)
     kernels          the loader of the small C kernels (compiled on first use, checked, cached)
+    storage          files that survive a crash, a full disk and a second process: atomic
+                     writes, tensors-only loads, file locks naming their holder
 
 Every function takes tensors and plain numbers, returns tensors, works in float64 by
 default and validates its arguments before doing any work.  Every module sits above the modules

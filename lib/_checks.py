@@ -74,17 +74,54 @@ def seed_int(name: str, value) -> int:
     return value
 
 
+def with_data(name: str, value: torch.Tensor) -> torch.Tensor:
+    """``value`` itself when it holds data: a tensor on the ``meta`` device (shapes only, no
+    numbers) is a ValueError naming the argument, before anything reads it."""
+    if value.device.type == "meta":
+        raise ValueError(f"{name} is a tensor on the meta device (a shape without numbers); pass a tensor with "
+                         "data (on the CPU or a CUDA device)")
+    return value
+
+
+def int_list(name: str, value, minimum: int = 1, what: str = "integer") -> list[int]:
+    """``value`` as a list of ints, each ``>= minimum``: a list, tuple or 1-D integer array or
+    tensor.  A single int where the list is expected (``seeds=3`` for ``seeds=[3]``) is a
+    TypeError naming the argument, never read as a count or iterated over."""
+    if isinstance(value, (str, bytes, dict)) or isinstance(value, (Integral, Real)) or \
+            (isinstance(value, torch.Tensor) and value.ndim != 1) or not hasattr(value, "__iter__"):
+        raise TypeError(f"{name} must be a list of {what}s (one a member), got {value!r}")
+    out = []
+    for v in value:
+        if isinstance(v, torch.Tensor) and v.ndim == 0 and not v.is_floating_point():
+            v = int(v)
+        if isinstance(v, bool) or not isinstance(v, Integral):
+            raise TypeError(f"{name} must be a list of {what}s (one a member), got the entry {v!r}")
+        if v < minimum:
+            raise ValueError(f"{name} must hold {what}s >= {minimum}, got {int(v)}")
+        out.append(int(v))
+    return out
+
+
+def seed_list(name: str, value) -> list[int]:
+    """A list of seeds (:func:`seed_int` each); a single int is a TypeError naming ``name``."""
+    return [seed_int(f"{name} entry", s) for s in int_list(name, value, minimum=SEED_RANGE[0], what="seed")]
+
+
 def as_tensor(name: str, value, ndim: int | tuple[int, ...], dtype=None) -> torch.Tensor:
     """Convert to a floating tensor and check its number of dimensions.
 
     ``dtype=None`` keeps a floating tensor's dtype (non-tensors and integer tensors become
-    float64); an explicit ``dtype`` casts to it (models cast inputs to their own dtype).
+    float64); an explicit ``dtype`` casts to it (models cast inputs to their own dtype).  A
+    list, tuple or array becomes a tensor (the same numbers); a tensor on the meta device, an
+    empty one, one with the wrong number of dimensions or with a NaN or infinite entry is an
+    error naming ``name``.
     """
     if not isinstance(value, torch.Tensor):
         try:
             value = torch.as_tensor(value, dtype=dtype or DTYPE)
         except Exception as exc:  # noqa: BLE001 - re-raised with context
             raise TypeError(f"{name} must be a tensor or array, got {type(value).__name__}") from exc
+    with_data(name, value)
     if dtype is not None and value.dtype != dtype:
         if value.is_complex() and not dtype.is_complex:
             raise TypeError(f"{name} must be real ({dtype}), got a complex tensor ({value.dtype}); "
@@ -158,7 +195,11 @@ def torch_device(name: str, device) -> torch.device:
 
 
 def finite(name: str, value: torch.Tensor) -> torch.Tensor:
-    """``value`` itself when every entry is finite; a ValueError naming it otherwise."""
+    """``value`` itself when every entry is finite; a ValueError naming it otherwise (also for a
+    tensor on the meta device, which has no entries to check)."""
+    if not isinstance(value, torch.Tensor):
+        raise TypeError(f"{name} must be a tensor, got {type(value).__name__}")
+    with_data(name, value)
     if not bool(torch.isfinite(value).all()):
         raise ValueError(f"{name} contains NaN or infinite entries")
     return value

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import torch
 
 from . import gated_step, recurrent_step
-from ._checks import positive_int
+from ._checks import int_list, positive_int, seed_list
 from .gated import StackedGatedRNN
 from .recurrent_cells import RECURRENT_KINDS, ModuleStack, RecurrentNet
 
@@ -120,7 +120,7 @@ def build(kind: str, layers: int, d_in: int, widths, d_out: int, seeds, *, init:
         raise ValueError(f"init must be one of {', '.join(INITS)}, got {init!r}")
     if init != "uniform" and kind != "gated":
         raise ValueError(f"init {init!r} is an initialisation of the gated RNN; {kind} has its own")
-    widths, seeds = list(widths), list(seeds)
+    widths, seeds = int_list("widths", widths, what="width"), seed_list("seeds", seeds)
     if not widths or len(widths) != len(seeds):
         raise ValueError(f"widths and seeds must be non-empty lists of equal length, got {len(widths)} and "
                          f"{len(seeds)}")

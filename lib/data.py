@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ._checks import positive_int
+from ._checks import positive_int, with_data
 
 __all__ = ["DataError", "DATASETS", "locate", "load_s1", "s1_sequences", "s1_blocks", "s1_stretches", "load_protein", "ProteinSet",
            "sha256"]
@@ -233,6 +233,18 @@ def s1_stretches(n_bins: int, train_bins: int, *, fractions=(0.7, 0.1, 0.2), fol
     return offsets
 
 
+def _array(name: str, value) -> np.ndarray:
+    """An array of float64 numbers from an array, a tensor with data or nested lists (a TypeError
+    or ValueError naming ``name`` otherwise)."""
+    if isinstance(value, torch.Tensor):
+        value = with_data(name, value).detach().cpu()
+    try:
+        return np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"{name} must be an array of numbers (bins, channels), got {type(value).__name__}: "
+                        f"{exc}") from None
+
+
 def s1_sequences(spikes, vel, T: int = 15, *, fractions=(0.7, 0.1, 0.2), train_bins: int | None = None,
                  train_offset: int = 0, fold: int | None = None) -> dict[str, torch.Tensor]:
     """Cut the S1 recording into train / validation / test sequences of length T.
@@ -253,8 +265,7 @@ def s1_sequences(spikes, vel, T: int = 15, *, fractions=(0.7, 0.1, 0.2), train_b
     x_test, y_test, and the normalisation x_mean, x_std, y_mean, y_std.  Chapter 6, section
     "The data" (Emami et al. 2021, Section 5.2); ``load_s1`` reads the recording.
     """
-    spikes = np.asarray(spikes, dtype=np.float64)
-    vel = np.asarray(vel, dtype=np.float64)
+    spikes, vel = _array("spikes", spikes), _array("vel", vel)
     if spikes.ndim != 2 or vel.ndim != 2:
         raise ValueError(f"spikes and vel must be 2-D (bins, channels), got {spikes.shape} and {vel.shape}")
     if not (np.isfinite(spikes).all() and np.isfinite(vel).all()):

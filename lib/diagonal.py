@@ -16,8 +16,22 @@ from __future__ import annotations
 
 import torch
 
+from ._checks import as_tensor
+
 __all__ = ["DiagonalRecurrence", "diagonal_recurrence", "diagonal_scan", "diagonal_scan_reference",
-           "recur_", "scan_time_major"]
+           "recur_", "recurrence_unchecked", "scan_time_major"]
+
+
+def _lam_and_u(what: str, lam, u) -> tuple[torch.Tensor, torch.Tensor]:
+    """lam (n,) and u (B, T, n), as tensors with data, finite, of matching n (a ValueError naming
+    the argument otherwise: a 2-D ``u`` would be run along its first axis)."""
+    lam = as_tensor("lam", lam, tuple(range(8)))
+    u = as_tensor("u", u, tuple(range(8)))
+    if lam.ndim != 1 or u.ndim != 3 or lam.shape[0] != u.shape[-1]:
+        raise ValueError(f"{what} needs lam (n,) and u (B, T, n), got lam {tuple(lam.shape)} and u {tuple(u.shape)}")
+    if lam.device != u.device:
+        raise TypeError(f"lam is on {lam.device} but u is on {u.device}")
+    return lam, u
 
 
 def diagonal_scan(lam: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
@@ -31,9 +45,7 @@ def diagonal_scan(lam: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
     state holds sum_{j < 2k} lam^j u_{t-j}; ceil(log2 T) vectorised steps, no division by lam
     (so lam = 0 is exact), powers lam^k by repeated squaring.  Returns (B, T, n).
     """
-    if u.ndim != 3 or lam.ndim != 1 or lam.shape[0] != u.shape[-1]:
-        raise ValueError(f"diagonal_scan needs lam (n,) and u (B, T, n), got lam {tuple(lam.shape)} "
-                         f"and u {tuple(u.shape)}")
+    lam, u = _lam_and_u("diagonal_scan", lam, u)
     return scan_time_major(lam, u.transpose(0, 1).contiguous()).transpose(0, 1)
 
 
@@ -62,7 +74,14 @@ def diagonal_recurrence(lam: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
     The sequential recurrence with a hand-written backward (:class:`DiagonalRecurrence`):
     T - 1 fused multiply-adds forward and backward and no autograd graph over time, which on a
     CPU is several times faster to differentiate than :func:`diagonal_scan` for short T.
+    ``lam`` (n,) and ``u`` (B, T, n) are checked (a ValueError naming the argument otherwise).
     """
+    return recurrence_unchecked(*_lam_and_u("diagonal_recurrence", lam, u))
+
+
+def recurrence_unchecked(lam: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+    """:func:`diagonal_recurrence` without the checks of its arguments: a model's own forward
+    pass (the LRU layer's), whose input was checked once, in a training step (no host sync)."""
     g = u.transpose(0, 1)[None]                                  # (1, T, B, n), time-major
     return DiagonalRecurrence.apply(lam.reshape(1, 1, -1), g.contiguous())[0].transpose(0, 1)
 
@@ -73,6 +92,7 @@ def diagonal_scan_reference(lam: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
     The state update of eq. (2) (Chapter 10, section "sec-lsa-gated") step by step; the tests hold
     :func:`diagonal_scan` and :func:`diagonal_recurrence` to it.
     """
+    lam, u = _lam_and_u("diagonal_scan_reference", lam, u)
     h = torch.zeros_like(u[:, 0])
     out = []
     for t in range(u.shape[1]):

@@ -22,7 +22,8 @@ from itertools import combinations_with_replacement
 import torch
 from torch import nn
 
-from ._checks import as_tensor, finite, finite_output, float_dtype, positive_int, positive_real, seed_int, torch_device
+from ._checks import (as_tensor, finite, finite_output, float_dtype, int_list, positive_int, positive_real, seed_int,
+                      seed_list, torch_device)
 from .diagonal import DiagonalRecurrence, recur_, scan_time_major
 
 __all__ = [
@@ -428,8 +429,8 @@ class StackedGatedRNN(nn.Module):
                  gate_scale: float = 1.0, dtype: torch.dtype = torch.float32, device: torch.device | str = "cpu"):
         super().__init__()
         d_in, d_out = positive_int("d_in", d_in), positive_int("d_out", d_out)
-        widths = [positive_int("widths[k]", w) for w in widths]
-        seeds = list(seeds)
+        widths = int_list("widths", widths, what="width")
+        seeds = seed_list("seeds", seeds)
         if not widths or len(widths) != len(seeds):
             raise ValueError(f"widths and seeds must be non-empty lists of equal length, got "
                              f"{len(widths)} and {len(seeds)}")

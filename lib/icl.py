@@ -17,7 +17,7 @@ import math
 
 import torch
 
-from ._checks import float_dtype, positive_int, positive_real
+from ._checks import finite, float_dtype, positive_int, positive_real
 
 __all__ = ["eta_star", "gd_loss", "optimal_gd_loss", "icl_batch", "gd_predict"]
 
@@ -100,8 +100,7 @@ def gd_predict(tokens: torch.Tensor, d_x: int, eta: float) -> torch.Tensor:
     if not isinstance(tokens, torch.Tensor) or tokens.ndim != 3 or tokens.shape[-1] <= d_x:
         raise ValueError(f"tokens must be a tensor of shape (B, T+1, d_x + d_y) with d_x = {d_x}, got "
                          f"{tuple(tokens.shape) if isinstance(tokens, torch.Tensor) else type(tokens).__name__}")
-    if not torch.isfinite(tokens).all():
-        raise ValueError("tokens contains NaN or infinite entries")
+    finite("tokens", tokens)
     if tokens[:, -1, d_x:].abs().max() != 0:
         raise ValueError(f"the query row's last {tokens.shape[-1] - d_x} entries (its y part) must be 0; "
                          f"is d_x = {d_x} the tokens' input dimension?")

@@ -55,7 +55,8 @@ __all__ = [
 ]
 
 
-def _check_wfc(W: torch.Tensor, F: torch.Tensor, C: torch.Tensor) -> int:
+def _check_wfc(W: torch.Tensor, F: torch.Tensor, C: torch.Tensor):
+    """(W, F, C) as tensors (lists become float64 tensors), checked to form one RNN; and n."""
     W = as_tensor("W", W, 2)
     F = as_tensor("F", F, 2)
     C = as_tensor("C", C, 2)
@@ -67,7 +68,7 @@ def _check_wfc(W: torch.Tensor, F: torch.Tensor, C: torch.Tensor) -> int:
         raise ValueError(f"F must have shape (n, n_x) with n = {n} (from W), got {tuple(F.shape)}")
     if C.shape[1] != n:
         raise ValueError(f"C must have shape (n_y, n) with n = {n} (from W), got {tuple(C.shape)}")
-    return n
+    return W, F, C, n
 
 
 def impulse_response(W: torch.Tensor, F: torch.Tensor, C: torch.Tensor, T: int) -> torch.Tensor:
@@ -79,7 +80,7 @@ def impulse_response(W: torch.Tensor, F: torch.Tensor, C: torch.Tensor, T: int) 
     autograd.  Cost: T matrix-matrix products of size (n, n) x (n, n_x).  Chapter 1 derives
     eq. (9) and checks it with this function; ``lib.ntk.markov_jacobian`` differentiates it.
     """
-    n = _check_wfc(W, F, C)
+    W, F, C, n = _check_wfc(W, F, C)
     T = positive_int("T", T)
     scale = 1.0 / math.sqrt(n)
     G = F  # G_j = (W / sqrt n)^j F
@@ -107,7 +108,7 @@ def markov_parameters(W: torch.Tensor, F: torch.Tensor, C: torch.Tensor, T: int)
     single GEMM, instead of T accumulated outer products.  It also has
     a forward-mode (jvp) rule and works under torch.func.vmap / jacrev / jvp.
     """
-    _check_wfc(W, F, C)
+    W, F, C, _ = _check_wfc(W, F, C)
     T = positive_int("T", T)
     return _markov(W, F, C, T)
 
@@ -341,8 +342,7 @@ class LinearRNN(nn.Module):
         copies of the given weights); ``nu_W``, ``nu_F``, ``nu_C`` are NaN (not drawn from eq. 4).
         Chapter 1 runs the Vandermonde realization of Prop. 2.1(b) through it.
         """
-        n = _check_wfc(W, F, C)
-        W, F, C = (as_tensor(k, v, 2) for k, v in (("W", W), ("F", F), ("C", C)))
+        W, F, C, n = _check_wfc(W, F, C)
         model = cls(n, F.shape[1], C.shape[0], 0.5, 1.0, 1.0, dtype=W.dtype)
         model._set_weights(nn.Parameter(W.detach().clone()), nn.Parameter(F.detach().clone()),
                            nn.Parameter(C.detach().clone()))

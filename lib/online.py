@@ -31,18 +31,16 @@ separate:
 from __future__ import annotations
 
 import math
-import os
 import time
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
 import torch
 from torch import nn
 
-from dataclasses import dataclass
-
-from . import architectures
+from . import architectures, storage
 from ._checks import positive_int, positive_real, seed_int
 from .tasks import member_losses
 
@@ -228,20 +226,27 @@ def _differences(written: dict, now: dict, limit: int = 4) -> str:
 
 
 class Checkpoint:
-    """The file a run resumes from: written atomically (a temporary file, then a rename)."""
+    """The file a run resumes from: written atomically and durably (:func:`lib.storage.write_bytes`:
+    a uniquely named temporary file, fsync, rename), read as tensors only, and held by one
+    training at a time (an ``fcntl`` lock on ``PATH.lock``, taken when the training starts and
+    let go with its last checkpoint; a second process is refused with a line naming the holder)."""
 
     def __init__(self, path: str | Path | None, every: int):
         self.path = None if path is None else Path(path)
         self.every = every
+        self.lock = None if self.path is None else \
+            storage.FileLock(self.path.with_name(self.path.name + ".lock"), f"a training from the checkpoint "
+                             f"{self.path}", take_over=True)
 
     def load(self, config: dict, device) -> dict | None:
-        if self.path is None or not self.path.is_file():
+        if self.path is None:
             return None
-        try:
-            state = torch.load(self.path, map_location=device, weights_only=True)
-        except Exception as exc:  # noqa: BLE001 - a damaged checkpoint is named, never half-used
-            raise ValueError(f"checkpoint {self.path} cannot be read ({type(exc).__name__}: {exc}); "
-                             "delete it to start the run afresh") from None
+        if not self.lock.held:
+            self.lock.acquire()
+        if not self.path.is_file():
+            return None
+        state = storage.load_tensors(self.path, "checkpoint of train_online", map_location=device,
+                                     advice="delete it to start the run afresh")
         if not isinstance(state, dict) or not isinstance(state.get("config"), dict):
             raise ValueError(f"checkpoint {self.path} holds no training settings (not a checkpoint of "
                              "train_online); delete it to start the run afresh")
@@ -255,9 +260,11 @@ class Checkpoint:
         return self.path is not None and (step % self.every == 0 or step == steps)
 
     def save(self, state: dict) -> None:
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        torch.save(state, tmp)
-        os.replace(tmp, self.path)
+        """Write ``state``; a full disk is an OSError naming the file ("no space left on the
+        device"), the previous checkpoint intact.  The last step's checkpoint lets the lock go."""
+        storage.save(self.path, state)
+        if state.get("step") == state.get("config", {}).get("steps"):
+            self.lock.release()
 
 
 def is_log_step(step: int, log_every: int, steps: int) -> bool:

@@ -26,7 +26,7 @@ import torch
 from torch import nn
 
 from ._checks import as_tensor, finite, finite_output, float_dtype, positive_int, positive_real, seed_int
-from .diagonal import diagonal_recurrence
+from .diagonal import recurrence_unchecked
 from .gated import GatedLinearRNN
 
 __all__ = ["LRULayer", "RecurrentNet", "ModuleStack", "lstm_from_attention", "glu_gating", "lru_from_gated",
@@ -92,11 +92,22 @@ class LRULayer(nn.Module):
         return torch.exp(torch.complex(-torch.exp(self.nu_log), torch.exp(self.theta_log)))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """(B, T, width) -> (B, T, width); x is checked first (a tensor with data of the layer's
+        dtype, 3-D, of the layer's width, finite)."""
+        x = as_tensor("x", x, 3, dtype=self.W_x.dtype)
+        if x.shape[-1] != self.W_x.shape[1]:
+            raise ValueError(f"x must be (B, T, width = {self.W_x.shape[1]}), got {tuple(x.shape)}")
+        if x.device != self.W_x.device:
+            raise TypeError(f"x is on {x.device} but the layer's parameters are on {self.W_x.device}")
+        return self.forward_unchecked(x)
+
+    def forward_unchecked(self, x: torch.Tensor) -> torch.Tensor:
+        """The layer without input checks (inside :class:`RecurrentNet`, whose input is checked)."""
         u = x
         if self.input_gate:
             x = torch.sigmoid(x @ self.Wi_m.T) * (x @ self.Wi_x.T)
         Bu = torch.complex(x @ self.B_re.T, x @ self.B_im.T) * torch.exp(self.gamma_log)
-        h = diagonal_recurrence(self.lam, Bu)
+        h = recurrence_unchecked(self.lam, Bu)
         y = h.real @ self.C_re.T - h.imag @ self.C_im.T + self.D_skip * x
         return torch.sigmoid((u if self.skip_gate else y) @ self.W_m.T) * (y @ self.W_x.T)
 
@@ -158,7 +169,11 @@ class RecurrentNet(nn.Module):
     def forward_unchecked(self, x: torch.Tensor) -> torch.Tensor:
         """The forward without input checks (the training step's inner call: no host sync)."""
         z = self.embed(x)
-        z = self.core(z)[0] if self.kind in ("lstm", "gru") else self.core(z)
+        if self.kind in ("lstm", "gru"):
+            z = self.core(z)[0]
+        else:
+            for layer in self.core:
+                z = layer.forward_unchecked(z)
         return self.readout(z)
 
 

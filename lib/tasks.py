@@ -22,7 +22,7 @@ import math
 
 import torch
 
-from ._checks import as_tensor, float_dtype, positive_int, positive_real, seed_int, torch_device
+from ._checks import as_tensor, float_dtype, positive_int, positive_real, seed_int, seed_list, torch_device
 
 __all__ = ["AttentionTeacherTask", "ICLTask", "FixedBatch", "lsa_teachers"]
 
@@ -49,8 +49,8 @@ def lsa_teachers(d: int, seeds, *, scale: float = 1.0) -> tuple[torch.Tensor, to
     d = positive_int("d", d)
     scale = positive_real("scale", scale)
     mats = []
-    for s in seeds:
-        g = torch.Generator().manual_seed(seed_int("seeds entry", s))
+    for s in seed_list("seeds", seeds):
+        g = torch.Generator().manual_seed(s)
         mats.append([torch.randn(d, d, generator=g, dtype=torch.float64) * (scale / math.sqrt(d))
                      for _ in range(3)])
     if not mats:

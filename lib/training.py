@@ -130,13 +130,23 @@ def loss_fn(yhat: torch.Tensor, y: torch.Tensor, kind: str = "half_sum") -> torc
     two kinds: the 1/2-sum is the normalisation the kernel theory is stated in, the mean is what the
     error curves report.
     """
+    if kind not in LOSS_KINDS:
+        raise ValueError(f"loss kind must be 'half_sum' or 'mean', got {kind!r}")
+    yhat = as_tensor("yhat", yhat, tuple(range(1, 8)))
+    y = as_tensor("y", y, tuple(range(1, 8)))
     if yhat.shape != y.shape:
-        raise ValueError(f"prediction shape {tuple(yhat.shape)} != target shape {tuple(y.shape)}")
+        raise ValueError(f"prediction yhat has shape {tuple(yhat.shape)} but the target y has shape "
+                         f"{tuple(y.shape)}: they must be equal (a broadcast would compute another loss)")
+    if yhat.device != y.device:
+        raise TypeError(f"yhat is on {yhat.device} but y is on {y.device}")
+    return _loss(yhat, y, kind)
+
+
+def _loss(yhat: torch.Tensor, y: torch.Tensor, kind: str) -> torch.Tensor:
+    """:func:`loss_fn` without its checks (the training loops' inner call, on checked data)."""
     if kind == "half_sum":
         return 0.5 * ((yhat - y) ** 2).sum()
-    if kind == "mean":
-        return ((yhat - y) ** 2).mean()
-    raise ValueError(f"loss kind must be 'half_sum' or 'mean', got {kind!r}")
+    return ((yhat - y) ** 2).mean()
 
 
 def train_gd(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, lr: float, steps: int,
@@ -173,7 +183,7 @@ def train_gd(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, lr: float, s
     def record_test():
         if x_test is not None:
             with torch.no_grad():
-                test_hist.append(float(loss_fn(model(x_test), y_test, "mean")))
+                test_hist.append(float(_loss(model(x_test), y_test, "mean")))
 
     # The training loss at the current parameters comes from the same forward pass that drives
     # the next update (one forward per step instead of two); only the final loss needs an
@@ -183,14 +193,14 @@ def train_gd(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, lr: float, s
         callback(0, model)
     for step in range(1, steps + 1):
         yhat = model(x)
-        objective = loss_fn(yhat, y, loss)
+        objective = _loss(yhat, y, loss)
         train_hist.append(float(((yhat.detach() - y) ** 2).sum()) / n_out)
         _gd_step(objective, params, lr, fused=True)
         record_test()
         if callback is not None:
             callback(step, model)
     with torch.no_grad():
-        train_hist.append(float(loss_fn(model(x), y, "mean")))
+        train_hist.append(float(_loss(model(x), y, "mean")))
     out = {"train": torch.tensor(train_hist)}
     if x_test is not None:
         out["test"] = torch.tensor(test_hist)
@@ -228,7 +238,7 @@ def train_minibatch(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, lr: f
         perm = torch.randperm(N, generator=g)
         for start in range(0, N, batch_size):
             idx = perm[start:start + batch_size]
-            _gd_step(loss_fn(model(x[idx]), y[idx], loss), params, lr, fused=False)
+            _gd_step(_loss(model(x[idx]), y[idx], loss), params, lr, fused=False)
         if evaluate is not None:
             hist.append(evaluate(epoch, model))
     return hist

@@ -77,8 +77,8 @@ def test_captured_run_resumes_where_it_stopped(tmp_path):
 def test_paper_run_group_on_cuda(tmp_path, group):
     """``python -m tools.paper run arch_teacher --device cuda`` trains a group with the captured
     step (gated RNN, LRU In+Out 2 layers, LSTM 2 layers) and writes a finished group file."""
-    done = paper.run_group("arch_teacher", group, steps=40, device="cuda", log_every=20, root=tmp_path)
-    part = torch.load(done, map_location="cpu", weights_only=False)
+    done = paper.run_group(paper.Run.of("arch_teacher", tmp_path), group, steps=40, device="cuda", log_every=20)
+    part = torch.load(done, map_location="cpu", weights_only=True)
     assert part["captured"] and part["steps"] == 40
     assert torch.isfinite(part["history"]["loss"]).all()
     assert part["segments"][0]["device"] == torch.cuda.get_device_name()

@@ -11,9 +11,12 @@ Every bad input is classified by what the call did:
     silent      no error and no documented result: a wrong answer nobody is told about.
 
 The test requires no silent case at all, at most five obscure ones, and at least 150 cases
-(``tests/test_bad_input.py``'s cases are included).  The faults of the executor and of the
-kernels are tests of their own below, one per fault; those of the stored runs are
-``tests/test_stored_runs.py``.
+(``tests/test_bad_input.py``'s cases are included, and the battery of type confusions and
+non-finite values of ``tests/test_boundary.py``, which itself allows no obscure case).  The
+faults of the executor and of the kernels are tests of their own below, one per fault; those of
+the stored runs are ``tests/test_stored_runs.py`` (changed, missing or swapped files) and
+``tests/test_storage_faults.py`` (crafted, truncated and foreign files, a full disk, a second
+process, a join killed at each of its writes), whose rows this table prints after the bad inputs.
 
     python -m tests.test_fault_injection     prints the table and its totals (from the repository's root)
 """
@@ -507,11 +510,15 @@ def _sibling(name: str):
 
 
 def all_cases():
-    """This module's cases and tests/test_bad_input.py's (id, entry, call, words, documented)."""
+    """This module's cases, tests/test_bad_input.py's and the battery of type confusions of
+    tests/test_boundary.py (id, entry, call, words, documented)."""
     test_bad_input = _sibling("test_bad_input")
+    test_boundary = _sibling("test_boundary")
 
     out = [(c[0], c[1], c[2], c[3], c[4] if len(c) > 4 else None) for c in CASES]
     out += [(f"[bad_input] {c[0]}", c[0].split()[0], c[1], c[3], None) for c in test_bad_input.ALL_CASES]
+    out += [(f"[boundary] {case}", case.split(":")[0], call, words, documented)
+            for case, call, words, documented in test_boundary.cases()]
     return out
 
 
@@ -878,13 +885,24 @@ def test_a_kernel_wrong_only_with_several_threads_is_caught_on_one(built_kernels
 
 # --------------------------------------------------------------------------------------------------
 def main() -> int:
+    import tempfile
+
+    torch.set_default_dtype(torch.float64)          # as tests/conftest.py sets it for pytest
     rows = table()
     width = max(len(r["case"]) for r in rows)
     for r in rows:
         print(f"{r['outcome']:<10}  {r['case']:<{width}}  {r['what'][:150]}")
     counts = {k: sum(r["outcome"] == k for r in rows) for k in ("named", "documented", "obscure", "silent")}
     print(f"{len(rows)} bad inputs: " + ", ".join(f"{v} {k}" for k, v in counts.items()))
-    return 0 if not counts["silent"] and counts["obscure"] <= 5 else 1
+    # the stored runs, group files, checkpoints and manifest (tests/test_storage_faults.py)
+    with tempfile.TemporaryDirectory(prefix="storage-faults-") as folder:
+        faults = _sibling("test_storage_faults").table(Path(folder))
+    print()
+    for r in faults:
+        print(f"{r['outcome']:<6}  {r['case']}\n        {r['what'][:300]}")
+    failed = sum(r["outcome"] != "holds" for r in faults)
+    print(f"{len(faults)} faults of the stored runs: {len(faults) - failed} hold, {failed} fail")
+    return 0 if not counts["silent"] and counts["obscure"] <= 5 and not failed else 1
 
 
 if __name__ == "__main__":

@@ -117,7 +117,7 @@ def test_interrupted_run_resumes_bit_identical(tmp_path):
     with pytest.raises(KeyboardInterrupt):
         lib.train_online(model, task, steps=30, data_seeds=[1, 2], lr=1e-2, log_every=5, checkpoint=ckpt,
                          checkpoint_every=10, on_log=interrupt)
-    assert torch.load(ckpt, weights_only=False)["step"] == 10   # the step-20 save never happened
+    assert torch.load(ckpt, weights_only=True)["step"] == 10   # the step-20 save never happened
     model, task = fresh()                                        # a new process: fresh weights
     out = lib.train_online(model, task, steps=30, data_seeds=[1, 2], lr=1e-2, log_every=5, checkpoint=ckpt,
                            checkpoint_every=10)
@@ -253,7 +253,7 @@ def test_a_run_in_progress_shows_its_finished_groups_and_the_others_steps(tmp_pa
     (work / "moved.pt").rename(work / "group-0.checkpoint.pt")
     [g] = progress["finished"]
     assert (g["index"], g["kind"], g["steps"], g["widths"], g["data_seeds"]) == (1, "gru", 4, [2], [1005])
-    state = torch.load(work / "group-1.pt", weights_only=False)["state"]
+    state = torch.load(work / "group-1.pt", weights_only=True)["state"]
     got = g["model"].state_dict()
     assert state and all(torch.equal(got[k], v.double()) for k, v in state.items())
     assert len(g["members"]) == g["model"].K == 1
@@ -293,7 +293,7 @@ def test_a_group_resumes_with_the_logging_block_its_checkpoint_was_written_with(
         paper.run("_tiny", None, "cpu", False, None, root, groups=[0])
     ckpt = root / "runs" / "_tiny" / "group-0.checkpoint.pt"
     written = ckpt.read_bytes()
-    assert torch.load(ckpt, weights_only=False)["config"]["log_every"] == 1 and calls == [1]
+    assert torch.load(ckpt, weights_only=True)["config"]["log_every"] == 1 and calls == [1]
     [t] = load_finished_groups("_tiny", root)["training"]                 # the segment that reached it
     assert (t["index"], t["step"], len(t["segments"])) == (0, 2, 1) and t["segments"][0]["last_step"] == 2
     assert t["seconds"] == t["segments"][0]["seconds"] > 0
@@ -306,7 +306,7 @@ def test_a_group_resumes_with_the_logging_block_its_checkpoint_was_written_with(
     assert ckpt.read_bytes() == written and calls == [1]             # refused before any training
     monkeypatch.setitem(ex.RUNS, "_tiny", (exp, dataclasses.replace(spec, log_every=1)))
     paper.run("_tiny", None, "cpu", False, None, root, groups=[0])   # resumes with the declared value
-    done = torch.load(root / "runs" / "_tiny" / "group-0.pt", weights_only=False)
+    done = torch.load(root / "runs" / "_tiny" / "group-0.pt", weights_only=True)
     assert calls == [1, 1] and done["history"]["step"].tolist() == [1, 2, 3, 4] and len(done["segments"]) == 2
     with pytest.raises(ValueError, match="log_every must be an integer >= 1"):
         dataclasses.replace(spec, log_every=0)
@@ -323,7 +323,7 @@ def test_the_committed_runs_in_progress_resume_with_their_declared_logging_block
         for i in range(len(spec.groups)):
             for f in (work_folder(name) / f"group-{i}.checkpoint.pt", work_folder(name) / f"group-{i}.pt"):
                 if f.is_file():
-                    state = torch.load(f, map_location="cpu", weights_only=False)
+                    state = torch.load(f, map_location="cpu", weights_only=True)
                     step = state["hist_step"] if "config" in state else state["history"]["step"].tolist()
                     assert (state["config"]["log_every"] if "config" in state else step[0]) \
                         == spec.log_every_of(i), f
@@ -367,13 +367,14 @@ def test_jobs_run_at_most_the_limit_at_a_time(tmp_path, monkeypatch):
             return Job(i)
 
     monkeypatch.setattr(submitit, "AutoExecutor", Executor)
-    paper._submit("_x", list(range(7)), 2, "cpu", 1, tmp_path, "local", 1, jobs=2, poll_s=0)
+    run = paper.Run("_x", None, None, tmp_path)
+    paper._submit(run, list(range(7)), 2, "cpu", 1, "local", 1, jobs=2, poll_s=0)
     assert state["most"] == 2 and sorted(state["submitted"]) == list(range(7)) and state["running"] == 0
     state.update(most=0, submitted=[])
-    paper._submit("_x", [0, 1, 2], 2, "cpu", 1, tmp_path, "slurm", 1, poll_s=0)
+    paper._submit(run, [0, 1, 2], 2, "cpu", 1, "slurm", 1, poll_s=0)
     assert state["most"] == 3                                  # SLURM: all at once, the scheduler queues
     with pytest.raises(RuntimeError, match="group 99"):
-        paper._submit("_x", [99, 1, 2], 2, "cpu", 1, tmp_path, "local", 1, jobs=1, poll_s=0)
+        paper._submit(run, [99, 1, 2], 2, "cpu", 1, "local", 1, jobs=1, poll_s=0)
     assert paper.job_limit("local", 1, None, 10) == max(1, os.cpu_count() or 1)
     assert paper.job_limit("local", 64, None, 10) == 1 and paper.job_limit("local", 1, 3, 10) == 3
 

@@ -7,7 +7,7 @@ here once:
     git_commit(paths)      HEAD, marked when files under ``paths`` have uncommitted changes
     code_digest()          SHA-256 over lib/ (Python and C) and tools/ as they are now
     cpu_model(), machine_description(), device_name(device)
-    update_manifest(root, files)   results/MANIFEST.sha256, one line a file
+    update_manifest(root, files)   results/MANIFEST.sha256, one line a file (locked, atomic)
     parse_value(text)      a -p value, read as papermill's command line reads it
 """
 from __future__ import annotations
@@ -21,7 +21,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 __all__ = ["ROOT", "git_commit", "code_digest", "cpu_model", "machine_description", "device_name",
-           "update_manifest", "parse_value"]
+           "manifest_lock", "check_manifest", "update_manifest", "parse_value"]
 
 
 def git_commit(paths=("lib", "tools")) -> str:
@@ -73,15 +73,54 @@ def device_name(device) -> str:
     return f"CPU: {cpu_model()}, {torch.get_num_threads()} thread(s)"
 
 
-def update_manifest(root: Path, files) -> None:
-    """Record the SHA-256 of ``files`` (under ``root``) in ``root/MANIFEST.sha256``."""
-    from lib.book.artefacts import read_manifest
-    from lib.data import sha256
+def manifest_lock(root: Path, wait: float = 120.0):
+    """The lock every update of ``root/MANIFEST.sha256`` holds (``root/.locks/MANIFEST.lock``):
+    a second update waits for it up to ``wait`` seconds, then is refused naming the holder."""
+    from lib.storage import FileLock
 
-    lines = read_manifest(root)
-    for f in files:
-        lines[Path(f).relative_to(root).as_posix()] = sha256(f)
-    (root / "MANIFEST.sha256").write_text("".join(f"{d}  {r}\n" for r, d in sorted(lines.items())))
+    return FileLock(Path(root) / ".locks" / "MANIFEST.lock", f"an update of {Path(root) / 'MANIFEST.sha256'}",
+                    wait=wait)
+
+
+def check_manifest(root: Path) -> None:
+    """Refuse a manifest that exists but is empty (an update interrupted by an earlier version of
+    the tools): every stored run's checksum is gone, and writing it would keep only new lines."""
+    from lib.book.artefacts import manifest_path
+
+    path = manifest_path(Path(root))
+    if path.exists() and not path.read_text().strip():
+        raise SystemExit(f"{path} exists but is empty: an update was interrupted by an earlier version of this "
+                         f"tool and the stored runs' checksums are gone. Restore it (git checkout -- {path.name} "
+                         f"in {root}) and run again")
+
+
+def update_manifest(root: Path, files=(), lines: dict | None = None, drop=(), locked: bool = False) -> None:
+    """Record the SHA-256 of ``files`` (under ``root``) in ``root/MANIFEST.sha256``, set the
+    given ``lines`` ({path relative to root: SHA-256}) and remove the paths in ``drop``.
+
+    The update holds :func:`manifest_lock` (unless the caller holds it: ``locked``) from the
+    read to the write, so that two updates never lose a line, and the manifest is replaced
+    atomically and durably (:func:`lib.storage.write_bytes`): a crash or a full disk leaves the
+    previous manifest.  A manifest that exists but is empty or unreadable is refused (it would
+    otherwise be rewritten with the new lines alone, dropping every other run's)."""
+    from contextlib import nullcontext
+
+    from lib.book.artefacts import manifest_path, read_manifest
+    from lib.data import sha256
+    from lib.storage import remove_temporaries, write_bytes
+
+    root = Path(root)
+    path = manifest_path(root)
+    with nullcontext() if locked else manifest_lock(root):
+        check_manifest(root)
+        remove_temporaries(path)                 # of an update killed mid-write (the lock is ours)
+        current = read_manifest(root)
+        for f in files:
+            current[Path(f).relative_to(root).as_posix()] = sha256(f)
+        current.update(lines or {})
+        for rel in drop:
+            current.pop(rel, None)
+        write_bytes(path, "".join(f"{d}  {r}\n" for r, d in sorted(current.items())).encode())
 
 
 def parse_value(text: str):

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import errno
 import hashlib
 import json
 import os
@@ -40,17 +41,20 @@ import shlex
 import shutil
 import sys
 import time
+from contextlib import ExitStack
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
 import lib
-from lib import architectures
+from lib import architectures, storage
 from lib.book import artefacts, experiments
-from lib.book.artefacts import RESULTS, work_folder
-from tools.common import ROOT, code_digest, device_name, git_commit, parse_value, update_manifest
+from lib.book.artefacts import RESULTS, sha256_of, work_folder
+from lib.storage import FileLock, LockHeld
+from tools.common import ROOT, check_manifest, code_digest, device_name, git_commit, parse_value, update_manifest
 
-__all__ = ["run", "run_group", "assemble", "run_chapter", "glued_values", "work_folder", "main"]
+__all__ = ["Run", "run", "run_group", "assemble", "run_chapter", "glued_values", "work_folder", "main"]
 
 
 def _utc() -> str:
@@ -67,10 +71,49 @@ def _versions() -> dict:
     return {"python": platform.python_version(), "torch": torch.__version__, "numpy": numpy.__version__}
 
 
-def config(name: str) -> dict:
-    """The settings of run ``name``: its chapter's paper column under the run's keys, and the task."""
-    exp, spec = experiments.run_of(name)
-    return {"task": spec.task, **spec.config(exp)}
+@dataclass(frozen=True)
+class Run:
+    """A declared run as the runner works on it: its registry entry (looked up once, by name) and
+    the results folder it is stored in; every step of the runner takes this object."""
+
+    name: str
+    exp: experiments.Experiment
+    spec: experiments.OnlineRun
+    root: Path
+
+    @classmethod
+    def of(cls, name: str, root: str | Path | None = None) -> "Run":
+        exp, spec = experiments.run_of(name)
+        return cls(name, exp, spec, Path(root) if root is not None else RESULTS)
+
+    @property
+    def n(self) -> int:
+        return len(self.spec.groups)
+
+    @property
+    def work(self) -> Path:
+        """``runs/NAME``: the groups while they train (checkpoints, finished group files)."""
+        return work_folder(self.name, self.root)
+
+    @property
+    def out(self) -> Path:
+        """``NAME``: the stored run (run.pt, meta.json, replaced/)."""
+        return self.root / self.name
+
+    def config(self) -> dict:
+        """The run's settings: its chapter's paper column under the run's keys, and the task."""
+        return {"task": self.spec.task, **self.spec.config(self.exp)}
+
+    def binding(self, i: int) -> dict:
+        """What group ``i`` is (:func:`lib.book.artefacts.group_binding`): its checkpoint and its
+        finished file carry it, and are refused in any other group's place."""
+        return artefacts.group_binding(self.name, i, self.spec.groups[i])
+
+    def group_lock(self, i: int) -> FileLock:
+        return FileLock(self.work / f"group-{i}.lock", f"the training of {self.name} group {i}")
+
+    def join_lock(self) -> FileLock:
+        return FileLock(self.root / ".locks" / f"{self.name}.join.lock", f"the join of {self.name}")
 
 
 def make_task(cfg: dict, group, dtype, device):
@@ -92,107 +135,205 @@ def make_task(cfg: dict, group, dtype, device):
                        sigma_w2=cfg["sigma_w2"], sigma_x2=cfg["sigma_x2"], dtype=dtype, device=device)
 
 
-def run_group(name: str, i: int, steps: int, device: str, progress: bool = False, log_every: int | None = None,
-              root: Path | None = None) -> Path:
-    """Train group ``i`` of run ``name`` for ``steps`` steps (resuming from its checkpoint) and write
+def run_group(run: Run, i: int, steps: int, device: str, progress: bool = False, log_every: int | None = None) -> Path:
+    """Train group ``i`` of ``run`` for ``steps`` steps (resuming from its checkpoint) and write
     it to ``runs/NAME/group-i.pt``; returns that file.  Every call is one segment of the run,
     recorded with its commit, code digest, device and steps.  ``log_every``: the steps a logged
-    loss block averages (default: the group's declared value, ``OnlineRun.log_every_of``)."""
-    exp, spec = experiments.run_of(name)
-    cfg = config(name)
-    group = spec.groups[i]
-    log_every = spec.log_every_of(i) if log_every is None else log_every
-    work = work_folder(name, root)
-    work.mkdir(parents=True, exist_ok=True)
-    done = work / f"group-{i}.pt"
+    loss block averages (default: the group's declared value, ``OnlineRun.log_every_of``).
+
+    The group's lock (``runs/NAME/group-i.lock``) is held throughout: a second process training
+    the same group is refused with a line naming this one.  The checkpoint and the finished file
+    carry the group's binding (:meth:`Run.binding`), so that neither is taken for another group's."""
+    cfg = run.config()
+    group = run.spec.groups[i]
+    log_every = run.spec.log_every_of(i) if log_every is None else log_every
+    run.work.mkdir(parents=True, exist_ok=True)
+    done = run.work / f"group-{i}.pt"
     device = torch.device(device)
-    d_in, d_out = spec.dims(exp)
-    task = make_task(cfg, group, torch.float32, device)
-    model = architectures.build(group.kind, group.layers, d_in, group.widths, d_out, group.seeds,
-                                init=group.init, dtype=torch.float32, device=device)
-    binding = {"run": name, "group": i, "kind": group.kind, "layers": group.layers, "widths": list(group.widths),
-               "seeds": list(group.seeds), "data_seeds": group.member_data_seeds, "pool": group.pool,
-               "init": group.init}
-    segment = {"git_commit": git_commit(), "code_sha256": code_digest(), "device": device_name(device),
-               "command": _command(), "started_utc": _utc()}
-    hist = lib.train_online(model, task, steps=steps, data_seeds=group.member_data_seeds, lr=cfg["lr"],
-                            lr_min=cfg["lr_min"], weight_decay=cfg["weight_decay"], log_every=log_every,
-                            checkpoint=work / f"group-{i}.checkpoint.pt",
-                            checkpoint_every=max(log_every, steps // 100),
-                            snapshots=[s for s in spec.snapshots if s < steps], segment=segment, progress=progress,
-                            binding=binding)
-    hist["segments"][-1]["finished_utc"] = _utc()
-    result = {"kind": group.kind, "layers": group.layers, "widths": list(group.widths), "seeds": list(group.seeds),
-              "data_seeds": group.member_data_seeds, "pool": group.pool, "init": group.init, "steps": steps,
-              "state": {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()},
-              "history": {"step": hist["step"], "loss": hist["loss"]},
-              "snapshots": hist["snapshots"], "segments": hist["segments"],
-              "seconds": sum(seg.get("seconds", 0.0) for seg in hist["segments"]), "captured": hist["captured"]}
-    tmp = done.with_name(done.name + ".tmp")
-    torch.save(result, tmp)
-    os.replace(tmp, done)
-    (work / f"group-{i}.checkpoint.pt").unlink(missing_ok=True)
-    print(f"[paper] {name}: group {i + 1}/{len(spec.groups)} {architectures.label(group.kind, group.layers)}, "
+    d_in, d_out = run.spec.dims(run.exp)
+    binding = run.binding(i)
+    with run.group_lock(i):
+        for f in (done, run.work / f"group-{i}.checkpoint.pt"):       # left by a training killed mid-write
+            storage.remove_temporaries(f)
+        task = make_task(cfg, group, torch.float32, device)
+        model = architectures.build(group.kind, group.layers, d_in, group.widths, d_out, group.seeds,
+                                    init=group.init, dtype=torch.float32, device=device)
+        segment = {"git_commit": git_commit(), "code_sha256": code_digest(), "device": device_name(device),
+                   "command": _command(), "started_utc": _utc()}
+        hist = lib.train_online(model, task, steps=steps, data_seeds=group.member_data_seeds, lr=cfg["lr"],
+                                lr_min=cfg["lr_min"], weight_decay=cfg["weight_decay"], log_every=log_every,
+                                checkpoint=run.work / f"group-{i}.checkpoint.pt",
+                                checkpoint_every=max(log_every, steps // 100),
+                                snapshots=[s for s in run.spec.snapshots if s < steps], segment=segment,
+                                progress=progress, binding=binding)
+        hist["segments"][-1]["finished_utc"] = _utc()
+        result = {**binding, "steps": steps,
+                  "state": {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()},
+                  "history": {"step": hist["step"], "loss": hist["loss"]},
+                  "snapshots": hist["snapshots"], "segments": hist["segments"],
+                  "seconds": sum(seg.get("seconds", 0.0) for seg in hist["segments"]), "captured": hist["captured"]}
+        storage.save(done, result)
+        (run.work / f"group-{i}.checkpoint.pt").unlink(missing_ok=True)
+    print(f"[paper] {run.name}: group {i + 1}/{run.n} {architectures.label(group.kind, group.layers)}, "
           f"widths {list(group.widths)} done ({steps:,} steps, {result['seconds']:.0f} s); final block loss "
           f"{hist['loss'][-1].tolist()}", flush=True)
     return done
 
 
-def _finished(work: Path, i: int, steps: int) -> bool:
-    f = work / f"group-{i}.pt"
-    return f.is_file() and torch.load(f, map_location="cpu", weights_only=True)["steps"] == steps
+def _group_file(run: Run, i: int) -> dict | None:
+    """The finished file of group ``i`` (None when there is none), read as tensors only and
+    checked to be that group: a file that cannot be read, holds more than tensors, or is another
+    group's is refused naming it, before any group trains."""
+    f = run.work / f"group-{i}.pt"
+    if not f.is_file():
+        return None
+    try:
+        data = storage.load_tensors(f, "finished group file", advice=f"delete it to train {run.name} group {i} again")
+        return artefacts.check_group(data, f, run.binding(i))
+    except ValueError as exc:
+        raise SystemExit(str(exc)) from None
 
 
-def assemble(name: str, steps: int, root: Path | None = None, replace: bool = False) -> Path:
-    """Join the finished groups of ``runs/NAME`` into the stored run ``NAME/run.pt`` + ``meta.json``.
+def _group_locks(run: Run) -> ExitStack:
+    """Every group's lock of ``run`` (while its groups are joined, none trains), when it has a
+    folder of groups in training."""
+    stack = ExitStack()
+    try:
+        if run.work.is_dir():
+            for i in range(run.n):
+                stack.enter_context(run.group_lock(i))
+    except BaseException:
+        stack.close()
+        raise
+    return stack
 
-    A stored run is replaced only with ``replace=True`` (``--replace``); the replaced run is
-    named and kept, with its checksums, in ``NAME/replaced/`` (a chapter can then show what the
-    new run changed; an earlier replaced run there is overwritten).  The manifest gets the
-    checksums, and ``runs/NAME`` is removed."""
-    exp, spec = experiments.run_of(name)
-    cfg = config(name)
-    root = Path(root) if root is not None else RESULTS
-    work = work_folder(name, root)
-    parts = [torch.load(work / f"group-{i}.pt", map_location="cpu", weights_only=True)
-             for i in range(len(spec.groups))]
-    if any(p["steps"] != steps for p in parts):
-        raise SystemExit(f"{work}: the groups were trained for {sorted({p['steps'] for p in parts})} steps, "
-                         f"not {steps:,}")
-    out = root / name
-    if (out / "run.pt").exists():
-        old = json.loads((out / "meta.json").read_text()) if (out / "meta.json").is_file() else {}
-        what = f"{out} ({old['steps']:,} steps, finished {old.get('finished_utc', '?')})" \
-            if isinstance(old.get("steps"), int) else str(out)
-        if not replace:
-            raise SystemExit(f"{what} is a stored run; the new run stays in {work}. "
-                             "Pass --replace to replace the stored run with it.")
-        print(f"[paper] replacing {what}; it is kept in {out / 'replaced'}", flush=True)
-    out.mkdir(parents=True, exist_ok=True)
-    d_in, d_out = spec.dims(exp)
-    task_info = {k: v for k, v in cfg.items() if k != "steps"}
-    if cfg["task"] == "teacher":
-        task_info["teachers"] = [w.clone() for w in lib.lsa_teachers(cfg["d"], cfg["teacher_seeds"],
-                                                                      scale=cfg["teacher_scale"])]
-    groups = [{k: v for k, v in p.items() if k != "steps"} for p in parts]
-    tmp = out / "run.pt.tmp"
-    torch.save({"name": name, "task": task_info, "groups": groups, "d_in": d_in, "d_out": d_out}, tmp)
-    if (out / "run.pt").exists():                                     # replace=True: keep the replaced run
-        kept = out / "replaced"
-        kept.mkdir(exist_ok=True)
-        for f in ("run.pt", "meta.json"):
-            if (out / f).is_file():
-                os.replace(out / f, kept / f)
-        update_manifest(root, [f for f in (kept / "run.pt", kept / "meta.json") if f.is_file()])
-    os.replace(tmp, out / "run.pt")
+
+def _finished(run: Run, i: int, steps: int) -> bool:
+    part = _group_file(run, i)
+    return part is not None and part["steps"] == steps
+
+
+# ----------------------------------------------------------------------------- the join
+#
+# A join never changes a stored run in place.  It assembles the new run in NAME.joining (run.pt
+# and meta.json, and, when it replaces a stored run, that run's two files in replaced/), verifies
+# it, records what it holds in NAME.joining/JOIN.json, then swaps it in (NAME -> NAME.previous,
+# NAME.joining -> NAME: two renames), updates the manifest from the record and removes, in this
+# order, NAME.previous, runs/NAME and the record.  The next run of the command finishes a join
+# whose record stands in NAME (the swap happened) and undoes any other (the stored run is put
+# back and the join done again): whenever it is killed, the stored and the replaced run are
+# each whole, or the next command makes them whole.
+
+def _no_space(exc: OSError) -> str:
+    """A full disk in words that name the file (lib.storage's own messages do; the system's
+    carry the file, if at all, as ``filename``)."""
+    if exc.strerror and "no space left on the device" in exc.strerror:
+        return exc.strerror
+    where = f" while writing {exc.filename}" if exc.filename else ""
+    return f"no space left on the device{where} ({exc})"
+
+
+def _record_of(folder: Path) -> dict:
+    """A join's record (NAME/JOIN.json or NAME.joining/JOIN.json)."""
+    try:
+        return json.loads((folder / artefacts.JOURNAL).read_text())
+    except (OSError, ValueError) as exc:
+        raise SystemExit(f"{folder / artefacts.JOURNAL} cannot be read ({exc}): the join of {folder.name} was "
+                         f"interrupted while its record was written; delete {folder / artefacts.JOURNAL} only "
+                         "after checking that the folder's run.pt and meta.json are the stored run, then run "
+                         "again") from None
+
+
+def _finish_join(run: Run) -> None:
+    """The steps of a join after the swap (each may be done again): the manifest from the
+    record, then NAME.previous, runs/NAME and the record removed."""
+    record = _record_of(run.out)
+    for rel, digest in record["lines"].items():
+        got = sha256_of(run.root / rel)
+        if got != digest:
+            raise SystemExit(f"{run.root / rel} is not the file the join of {run.name} recorded (SHA-256 {got}, "
+                             f"recorded {digest}): the folder was changed after the swap; restore it from git")
+    try:
+        update_manifest(run.root, lines=record["lines"], drop=record["drop"])
+    except OSError as exc:
+        if exc.errno != errno.ENOSPC:
+            raise
+        raise SystemExit(f"{_no_space(exc)}. The join of {run.name} is half done: its new run is in {run.out} and "
+                         f"{run.out / artefacts.JOURNAL} records what is left; run `python -m tools.paper run "
+                         f"{run.name}` again once there is space") from None
+    previous = artefacts.previous_folder(run.name, run.root)
+    if previous.exists():
+        shutil.rmtree(previous)
+    if run.work.exists():
+        shutil.rmtree(run.work)
+    (run.out / artefacts.JOURNAL).unlink()
+    storage.fsync_folder(run.out)
+
+
+def _recover(run: Run) -> bool:
+    """Finish or undo a join of ``run`` that was interrupted (under its join lock); True when a
+    join was finished (the run is stored and its groups are gone)."""
+    out, staging = run.out, artefacts.joining_folder(run.name, run.root)
+    previous = artefacts.previous_folder(run.name, run.root)
+    if (out / artefacts.JOURNAL).is_file():
+        print(f"[paper] {run.name}: completing the join interrupted after its new run was swapped in", flush=True)
+        _finish_join(run)
+        return True
+    if previous.exists():
+        if out.exists():
+            raise SystemExit(f"{previous} is left from an interrupted join beside the stored run {out}, and no "
+                             "record says which is the newer: compare the two (load_run reads only "
+                             f"{out}) and remove the one that is not the stored run, then run again")
+        print(f"[paper] {run.name}: undoing a join interrupted while swapping: {previous} goes back to {out}",
+              flush=True)
+        os.rename(previous, out)
+        storage.fsync_folder(run.root)
+    if staging.exists():
+        print(f"[paper] {run.name}: removing {staging}, left by a join interrupted before its swap ({out} is "
+              "untouched)", flush=True)
+        shutil.rmtree(staging)
+    return False
+
+
+def _stored_state(run: Run) -> str | None:
+    """None when the stored run of ``run`` is whole (both files there, each matching the
+    manifest); otherwise what is wrong with it."""
+    files = [run.out / "run.pt", run.out / "meta.json"]
+    try:
+        artefacts.verify(files, run.root, f"make paper EXP={run.name}")
+        json.loads(files[1].read_text())
+    except (FileNotFoundError, ValueError) as exc:
+        return str(exc).splitlines()[0]
+    return None
+
+
+def _describe_stored(run: Run) -> str:
+    try:
+        old = json.loads((run.out / "meta.json").read_text())
+    except (OSError, ValueError):
+        old = {}
+    return f"{run.out} ({old['steps']:,} steps, finished {old.get('finished_utc', '?')})" \
+        if isinstance(old.get("steps"), int) else str(run.out)
+
+
+def _link_or_copy(src: Path, dst: Path) -> None:
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.link(src, dst)
+    except OSError:
+        storage.write_bytes(dst, src.read_bytes())
+
+
+def _meta(run: Run, steps: int, parts: list[dict]) -> dict:
+    cfg = run.config()
     segments = [seg for p in parts for seg in p["segments"]]
-    paper_steps = spec.paper_steps(exp)
-    meta = {
-        "experiment": name, "chapter": exp.chapter, "what": spec.what,
+    paper_steps = run.spec.paper_steps(run.exp)
+    return {
+        "experiment": run.name, "chapter": run.exp.chapter, "what": run.spec.what,
         "config": {**cfg, "groups": [{"kind": g.kind, "layers": g.layers, "widths": list(g.widths),
                                       "seeds": list(g.seeds), "data_seeds": g.member_data_seeds, "pool": g.pool,
                                       "init": g.init}
-                                     for g in spec.groups], "snapshots": list(spec.snapshots)},
+                                     for g in run.spec.groups], "snapshots": list(run.spec.snapshots)},
         "steps": steps, "paper_steps": paper_steps,
         "schedule": f"cosine from {cfg['lr']:g} to {cfg['lr_min']:g} over {steps:,} steps"
                     + (" (the paper's)" if steps == paper_steps else f" (the paper's: over {paper_steps:,})"),
@@ -202,10 +343,101 @@ def assemble(name: str, steps: int, root: Path | None = None, replace: bool = Fa
         "group_segments": [p["segments"] for p in parts],
         "finished_utc": max(seg.get("finished_utc", "") for seg in segments), "dtype": "float32",
     }
-    (out / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
-    update_manifest(root, [out / "run.pt", out / "meta.json"])
-    shutil.rmtree(work)
-    return out
+
+
+def assemble(run: Run, steps: int, replace: bool = False) -> Path:
+    """Join the finished groups of ``runs/NAME`` into the stored run ``NAME/run.pt`` + ``meta.json``.
+
+    A stored run is replaced only with ``replace=True`` (``--replace``), and only when it is whole
+    (both files there and matching the manifest; otherwise the join is refused, saying what is
+    wrong and how to recover); the replaced run is named and kept, with its checksums, in
+    ``NAME/replaced/`` (a chapter can then show what the new run changed; an earlier replaced run
+    there is dropped).  The manifest gets the checksums, and ``runs/NAME`` is removed.  The join
+    holds its lock (a second join is refused naming this one) and every group's (no group trains
+    while its files are joined); it is assembled in ``NAME.joining`` and swapped in last, so a
+    crash or a full disk at any point leaves the stored run whole or for the next command to
+    finish (see the comment above)."""
+    with run.join_lock(), _group_locks(run):
+        if _recover(run):
+            return run.out
+        check_manifest(run.root)
+        parts = [_group_file(run, i) for i in range(run.n)]
+        missing = [i for i, p in enumerate(parts) if p is None]
+        if missing:
+            raise SystemExit(f"{run.work}: groups {missing} of {run.name} are not finished; nothing joined")
+        if any(p["steps"] != steps for p in parts):
+            raise SystemExit(f"{run.work}: the groups were trained for {sorted({p['steps'] for p in parts})} steps, "
+                             f"not {steps:,}")
+        out, staging = run.out, artefacts.joining_folder(run.name, run.root)
+        stored = (out / "run.pt").exists() or (out / "meta.json").exists()
+        if stored and not replace:
+            raise SystemExit(f"{_describe_stored(run)} is a stored run; the new run stays in {run.work}. "
+                             "Pass --replace to replace the stored run with it.")
+        if stored:
+            wrong = _stored_state(run)
+            if wrong is not None:
+                raise SystemExit(
+                    f"{out} is not a whole stored run ({wrong}), so it cannot be kept in {out / 'replaced'}; the "
+                    f"new run stays in {run.work}. Restore the stored run (git checkout -- {out.name} "
+                    f"MANIFEST.sha256 in {run.root}) and run again; or, to drop it, remove {out} and its lines "
+                    "from the manifest first")
+            print(f"[paper] replacing {_describe_stored(run)}; it is kept in {out / 'replaced'}", flush=True)
+        try:
+            _stage(run, staging, steps, parts, stored)
+        except BaseException as exc:                 # nothing swapped: the stored run is untouched
+            shutil.rmtree(staging, ignore_errors=True)
+            if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
+                raise SystemExit(f"{_no_space(exc)}. Nothing was joined: {out} is untouched and the new run stays "
+                                 f"in {run.work}; free some space and run again") from None
+            raise
+        previous = artefacts.previous_folder(run.name, run.root)
+        if out.exists():
+            os.rename(out, previous)
+        os.rename(staging, out)
+        storage.fsync_folder(run.root)
+        _finish_join(run)
+    return run.out
+
+
+def _stage(run: Run, staging: Path, steps: int, parts: list[dict], replacing: bool) -> None:
+    """Assemble the joined run in ``staging`` (run.pt, meta.json, and with ``replacing`` the
+    stored run's two files in replaced/), verify it, and write its record: the manifest lines
+    it sets and those it drops."""
+    staging.mkdir(parents=True)
+    d_in, d_out = run.spec.dims(run.exp)
+    cfg = run.config()
+    task_info = {k: v for k, v in cfg.items() if k != "steps"}
+    if cfg["task"] == "teacher":
+        task_info["teachers"] = [w.clone() for w in lib.lsa_teachers(cfg["d"], cfg["teacher_seeds"],
+                                                                      scale=cfg["teacher_scale"])]
+    groups_data = [{k: v for k, v in p.items() if k != "steps"} for p in parts]
+    storage.save(staging / "run.pt", {"name": run.name, "task": task_info, "groups": groups_data,
+                                      "d_in": d_in, "d_out": d_out})
+    storage.write_bytes(staging / "meta.json", (json.dumps(_meta(run, steps, parts), indent=1) + "\n").encode())
+    if replacing:
+        for f in ("run.pt", "meta.json"):
+            _link_or_copy(run.out / f, staging / "replaced" / f)
+    lines = {f"{run.name}/{f.relative_to(staging).as_posix()}": sha256_of(f)
+             for f in sorted(staging.rglob("*")) if f.is_file()}
+    _verify_staging(run, staging, lines, replacing)
+    drop = [] if replacing else [f"{run.name}/replaced/run.pt", f"{run.name}/replaced/meta.json"]
+    storage.write_bytes(staging / artefacts.JOURNAL,
+                        json.dumps({"run": run.name, "steps": steps, "lines": lines, "drop": drop}, indent=1).encode())
+
+
+def _verify_staging(run: Run, staging: Path, lines: dict, replacing: bool) -> None:
+    """The assembled run reads back as the run it is (tensors only, both files naming it, its
+    groups those meta.json records), and the run it keeps in replaced/ is, byte for byte, the
+    stored run the manifest lists."""
+    meta = json.loads((staging / "meta.json").read_text())
+    data = storage.load_tensors(staging / "run.pt", "stored run")
+    artefacts.same_run(run.name, meta, data, staging)
+    if replacing:
+        listed = artefacts.read_manifest(run.root)
+        for f in ("run.pt", "meta.json"):
+            if lines[f"{run.name}/replaced/{f}"] != listed.get(f"{run.name}/{f}"):
+                raise SystemExit(f"{staging / 'replaced' / f} is not the stored {run.out / f} the manifest lists: "
+                                 "the stored run changed during the join; nothing was replaced")
 
 
 def job_limit(executor: str, threads: int | None, jobs: int | None, n: int) -> int:
@@ -219,7 +451,7 @@ def job_limit(executor: str, threads: int | None, jobs: int | None, n: int) -> i
     return max(1, n)
 
 
-def _submit(name: str, todo: list[int], steps: int, device: str, log_every: int | None, root, executor: str,
+def _submit(run: Run, todo: list[int], steps: int, device: str, log_every: int | None, executor: str,
             threads: int | None, jobs: int | None = None, poll_s: float = 2.0) -> None:
     """Every group in ``todo`` as one job of submitit (local processes or SLURM), at most
     :func:`job_limit` at a time (the next one starts when one finishes), waited for; a failed job
@@ -229,17 +461,17 @@ def _submit(name: str, todo: list[int], steps: int, device: str, log_every: int 
     except ImportError:
         raise SystemExit("--executor needs submitit: pip install submitit "
                          "(make setup installs it with the test extra)") from None
-    logs = work_folder(name, root) / "jobs"
+    logs = run.work / "jobs"
     ex = submitit.AutoExecutor(folder=logs, cluster=None if executor == "slurm" else "local")
     ex.update_parameters(timeout_min=7 * 24 * 60, cpus_per_task=threads or 1,
                          **({"gpus_per_node": 1} if device == "cuda" else {}))
     limit = job_limit(executor, threads, jobs, len(todo))
-    print(f"[paper] {name}: {len(todo)} job(s) ({executor}), at most {limit} at a time; logs in {logs}", flush=True)
+    print(f"[paper] {run.name}: {len(todo)} job(s) ({executor}), at most {limit} at a time; logs in {logs}",
+          flush=True)
     pending, running = list(todo), []
     while pending or running:
         while pending and len(running) < limit:
-            running.append(ex.submit(_job, name, pending.pop(0), steps, device, log_every,
-                                     None if root is None else str(root), threads))
+            running.append(ex.submit(_job, run.name, pending.pop(0), steps, device, log_every, str(run.root), threads))
         done = [job for job in running if job.done()]
         for job in done:
             running.remove(job)
@@ -249,30 +481,42 @@ def _submit(name: str, todo: list[int], steps: int, device: str, log_every: int 
 
 
 def _job(name, i, steps, device, log_every, root, threads) -> str:
+    """One group as a job (a process of its own: the run is looked up there again)."""
     if threads:
         torch.set_num_threads(threads)
-    return str(run_group(name, i, steps, device, False, log_every, None if root is None else Path(root)))
+    return str(run_group(Run.of(name, root), i, steps, device, False, log_every))
 
 
-def _check_resumable(name: str, work: Path, todo: list[int], log_every: int | None) -> None:
-    """Refuse, before any training, a group whose checkpoint was written with another logging
-    block than the one it would resume with (``--log-every``, else its declared value): the
-    trainer resumes only with the settings a checkpoint was written with."""
-    spec = experiments.run_of(name)[1]
+def _check_resumable(run: Run, todo: list[int], log_every: int | None) -> None:
+    """Refuse, before any training, a group whose checkpoint cannot be read, belongs to another
+    group (:func:`lib.book.artefacts.check_checkpoint`), or was written with another logging block
+    than the one it would resume with (``--log-every``, else its declared value): the trainer
+    resumes only with the settings a checkpoint was written with."""
     for i in todo:
-        ckpt = work / f"group-{i}.checkpoint.pt"
+        ckpt = run.work / f"group-{i}.checkpoint.pt"
         if not ckpt.is_file():
             continue
         try:
-            written = torch.load(ckpt, map_location="cpu", weights_only=True)["config"]["log_every"]
-        except Exception:  # noqa: BLE001 - an unreadable checkpoint is named by the trainer itself
-            continue
-        want = spec.log_every_of(i) if log_every is None else log_every
+            state = artefacts.check_checkpoint(
+                storage.load_tensors(ckpt, "checkpoint of train_online", advice=f"delete it to start group {i} "
+                                     "afresh"), ckpt, run.binding(i))
+        except ValueError as exc:
+            raise SystemExit(str(exc)) from None
+        written = state["config"].get("log_every")
+        want = run.spec.log_every_of(i) if log_every is None else log_every
         if written != want:
             given = f"--log-every {log_every}" if log_every is not None else \
-                f"the declared log_every {want} of {name} group {i} (book/experiments)"
+                f"the declared log_every {want} of {run.name} group {i} (book/experiments)"
             raise SystemExit(f"{ckpt} was written logging every {written} steps, and {given} differs: "
                              f"resume it with --log-every {written}, or delete it to start group {i} afresh")
+
+
+def _check_free(run: Run, todo: list[int]) -> None:
+    """Refuse, before any training, a group another process is training (its lock is held)."""
+    for i in todo:
+        if run.work.is_dir():
+            with run.group_lock(i):
+                pass
 
 
 def run(name: str, steps: int | None = None, device: str = "cpu", progress: bool = False,
@@ -283,25 +527,29 @@ def run(name: str, steps: int | None = None, device: str = "cpu", progress: bool
     into the stored run once every group is finished.  With ``executor`` each group is a job,
     ``jobs`` of them at a time (see :func:`job_limit`).  ``log_every``: every group's logging
     block (default: each group's declared value); a group's checkpoint must have been written with
-    it (checked before any training)."""
-    exp, spec = experiments.run_of(name)
-    steps = steps or config(name)["steps"]
-    n = len(spec.groups)
-    todo = list(range(n)) if groups is None else groups
-    bad = [i for i in todo if not 0 <= i < n]
+    it (checked before any training).  A join that was interrupted is finished or undone first."""
+    run_ = Run.of(name, results)
+    steps = steps or run_.config()["steps"]
+    todo = list(range(run_.n)) if groups is None else groups
+    bad = [i for i in todo if not 0 <= i < run_.n]
     if bad:
-        raise SystemExit(f"--group must be in 0..{n - 1} for {name}, got {bad}")
-    work = work_folder(name, results)
-    todo = [i for i in todo if not _finished(work, i, steps)]
-    _check_resumable(name, work, todo, log_every)
+        raise SystemExit(f"--group must be in 0..{run_.n - 1} for {name}, got {bad}")
+    if artefacts.interrupted_join(name, run_.root) is not None:
+        with run_.join_lock(), _group_locks(run_):
+            if _recover(run_):
+                return run_.out
+    finished = [_finished(run_, i, steps) for i in range(run_.n)]     # every group file checked first
+    todo = [i for i in todo if not finished[i]]
+    _check_resumable(run_, todo, log_every)
+    _check_free(run_, todo)
     if executor is not None:
-        _submit(name, todo, steps, device, log_every, results, executor, threads, jobs)
+        _submit(run_, todo, steps, device, log_every, executor, threads, jobs)
     else:
         for i in todo:
-            run_group(name, i, steps, device, progress, log_every, results)
-    if all(_finished(work, i, steps) for i in range(n)):
-        return assemble(name, steps, results, replace)
-    return work
+            run_group(run_, i, steps, device, progress, log_every)
+    if all(_finished(run_, i, steps) for i in range(run_.n)):
+        return assemble(run_, steps, replace)
+    return run_.work
 
 
 # ----------------------------------------------------------------------------- Part I chapters
@@ -367,7 +615,7 @@ def run_chapter(number: str, overrides: dict | None = None, results: Path | None
     if not glued:
         raise SystemExit(f"{src.name} glued nothing at scale='paper'")
     out.mkdir(parents=True, exist_ok=True)
-    (out / "glued.json").write_text(json.dumps(glued, sort_keys=True, allow_nan=True) + "\n")
+    storage.write_bytes(out / "glued.json", (json.dumps(glued, sort_keys=True, allow_nan=True) + "\n").encode())
     meta = {
         "experiment": out.name, "chapter": src.name, "what": exp.what, "scale": "paper", "parameters": parameters,
         "command": _command(), "git_commit": commit, "code_sha256": code, "source_sha256": source,
@@ -375,7 +623,7 @@ def run_chapter(number: str, overrides: dict | None = None, results: Path | None
                                                                                                 "unset"),
         "versions": _versions(), "wall_seconds": wall, "finished_utc": _utc(),
     }
-    (out / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
+    storage.write_bytes(out / "meta.json", (json.dumps(meta, indent=1) + "\n").encode())
     update_manifest(root, [out / "glued.json", out / "meta.json"])
     return out
 
@@ -397,22 +645,40 @@ def _progress_line(name: str, root: Path | None = None) -> str:
     return "; ".join(parts)
 
 
+def _stored_meta(folder: Path) -> dict | None:
+    """A stored run's meta.json for the listing (None: nothing stored); an unreadable one is
+    shown as such, never a traceback."""
+    meta = folder / "meta.json"
+    if not meta.is_file():
+        return None
+    try:
+        return json.loads(meta.read_text())
+    except (OSError, ValueError) as exc:
+        return {"unreadable": f"{meta} cannot be read ({exc})"}
+
+
 def list_runs() -> None:
     for name, (exp, spec) in experiments.RUNS.items():
-        meta = RESULTS / name / "meta.json"
-        have = json.loads(meta.read_text()) if meta.is_file() else None
-        state = (f"stored: {have['steps']:,} steps on {have['device']}, {have['wall_seconds'] / 60:.0f} min"
-                 if have else "nothing stored yet")
-        work = work_folder(name)
-        if work.is_dir():
-            state += f"; in progress in {work.relative_to(ROOT)}: " + _progress_line(name)
-        steps, paper = config(name)["steps"], spec.paper_steps(exp)
+        run_ = Run(name, exp, spec, RESULTS)
+        have = _stored_meta(run_.out)
+        state = ("nothing stored yet" if have is None else have["unreadable"] if "unreadable" in have else
+                 f"stored: {have['steps']:,} steps on {have['device']}, {have['wall_seconds'] / 60:.0f} min")
+        if run_.work.is_dir():
+            try:
+                progress = _progress_line(name)
+            except ValueError as exc:
+                progress = str(exc)
+            state += f"; in progress in {run_.work.relative_to(ROOT)}: " + progress
+        interrupted = artefacts.interrupted_join(name, RESULTS)
+        if interrupted:
+            state += f"; {interrupted}"
+        steps, paper = run_.config()["steps"], spec.paper_steps(exp)
         length = f"paper: {paper:,} steps" if steps == paper else f"{steps:,} steps (the paper's run: {paper:,})"
         print(f"{name:14s} {spec.what}\n{'':14s} {length}; {state}")
     for exp in experiments.stored_chapters():
-        meta = RESULTS / artefacts.chapter_folder(exp.chapter) / "meta.json"
-        have = json.loads(meta.read_text()) if meta.is_file() else None
-        state = f"stored: {have['finished_utc']}, {have['wall_seconds'] / 60:.0f} min" if have else "nothing stored yet"
+        have = _stored_meta(RESULTS / artefacts.chapter_folder(exp.chapter))
+        state = ("nothing stored yet" if have is None else have["unreadable"] if "unreadable" in have else
+                 f"stored: {have['finished_utc']}, {have['wall_seconds'] / 60:.0f} min")
         print(f"{'ch' + exp.chapter[:2]:14s} {exp.what} (Chapter {exp.chapter[:2]} at scale=\"paper\"); {state}")
     print("\n" + forms())
 
@@ -466,8 +732,15 @@ def main(argv=None) -> int:
                              f"(without it the groups run one after another in this process), got {args.jobs}")
         if args.threads:
             torch.set_num_threads(args.threads)
-        out = run(args.name, args.steps, args.device, args.progress, args.log_every, args.results, args.group,
-                  args.replace, args.executor, args.threads, args.jobs)
+        try:
+            out = run(args.name, args.steps, args.device, args.progress, args.log_every, args.results, args.group,
+                      args.replace, args.executor, args.threads, args.jobs)
+        except LockHeld as exc:                     # another process: one line naming it
+            raise SystemExit(str(exc)) from None
+        except OSError as exc:
+            if exc.errno != errno.ENOSPC:
+                raise
+            raise SystemExit(_no_space(exc)) from None
         print(f"[paper] wrote {out}")
         return 0
     list_runs()

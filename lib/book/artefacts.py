@@ -19,9 +19,12 @@ from pathlib import Path
 import torch
 
 from ..data import sha256 as sha256_of
+from ..storage import load_tensors
 
-__all__ = ["load_run", "load_finished_groups", "work_folder", "load_chapter_run", "load_measurement", "at_steps", "recorded", "chapter_folder", "glue_json", "jsonable", "RESULTS", "sha256_of",
-           "manifest_path", "read_manifest", "verify"]
+__all__ = ["load_run", "load_finished_groups", "work_folder", "load_chapter_run", "load_measurement", "at_steps",
+           "recorded", "chapter_folder", "glue_json", "jsonable", "RESULTS", "sha256_of", "manifest_path",
+           "read_manifest", "verify", "group_binding", "check_group", "joining_folder", "previous_folder",
+           "JOURNAL", "interrupted_join", "same_run", "check_checkpoint"]
 
 RESULTS = Path(__file__).resolve().parents[2] / "results"
 
@@ -168,7 +171,7 @@ def jsonable(value, digits: int = 6):
     raise TypeError(f"cannot store {type(value).__name__} as JSON")
 
 
-def _same_run(name: str, meta: dict, data: dict, folder: Path) -> None:
+def same_run(name: str, meta: dict, data: dict, folder: Path) -> None:
     """run.pt and meta.json of ``folder`` describe the run ``name`` and each other: the
     experiment named in both, and the groups of run.pt (kind, layers, widths, seeds, in order)
     those of meta.json's configuration."""
@@ -221,17 +224,28 @@ def load_run(name: str, root: str | Path | None = None, replaced: bool = False) 
     Raises ``FileNotFoundError`` (naming the file and the command that writes it) if the run is
     missing, and ``ValueError`` if a checksum does not match or the two files do not describe
     this run (meta.json names another experiment, or run.pt's groups are not the ones meta.json
-    records: files moved or swapped between runs).  The chapters that read a training run analyse
-    it throughout, so a missing run fails them.
+    records: files moved or swapped between runs).  run.pt is read as tensors and plain containers
+    only (:func:`lib.storage.load_tensors`): a file that would run code when unpickled is refused
+    naming it, even when its manifest line was recomputed.  While a join of the run is under way
+    or was interrupted, the error says so and what the next ``python -m tools.paper run NAME``
+    does (:func:`interrupted_join`).  The chapters that read a training run analyse it
+    throughout, so a missing run fails them.
     """
     name = _name("name", name)
     root = _root(root)
     folder = root / name / "replaced" if replaced else root / name
     files = [folder / "run.pt", folder / "meta.json"]
-    verify(files, root, f"python -m tools.paper run {name} --replace" if replaced else f"make paper EXP={name}")
+    try:
+        verify(files, root, f"python -m tools.paper run {name} --replace" if replaced else f"make paper EXP={name}")
+    except (FileNotFoundError, ValueError) as exc:
+        state = interrupted_join(name, root)
+        if state is None:
+            raise
+        raise type(exc)(f"{exc}: {state}") from None
     meta = json.loads(files[1].read_text())
-    data = torch.load(files[0], map_location="cpu", weights_only=False)
-    _same_run(name, meta, data, folder)
+    data = load_tensors(files[0], "stored run", advice=f"it is listed in {manifest_path(root)} with its checksum, "
+                                                       "so it was written or edited by hand: restore it from git")
+    same_run(name, meta, data, folder)
     return {"meta": meta, "task": data["task"], "groups": [_group(g, data["d_in"], data["d_out"]) for g in data["groups"]]}
 
 
@@ -255,6 +269,89 @@ def work_folder(name: str, root: str | Path | None = None) -> Path:
     return _root(root) / "runs" / _name("name", name)
 
 
+def group_binding(name: str, i: int, group) -> dict:
+    """What group ``i`` of the declared run ``name`` is, as its checkpoint's settings and its
+    finished file carry it: the run, the group's index, architecture (kind, layers), widths,
+    model seeds, data seeds, training pool and initialisation of ``group`` (its
+    :class:`~lib.book.experiments.Group` in the registry; ``tools/paper.py`` passes the binding to
+    :func:`lib.online.train_online` as ``binding``)."""
+    return {"run": name, "group": i, "kind": group.kind, "layers": group.layers, "widths": list(group.widths),
+            "seeds": list(group.seeds), "data_seeds": group.member_data_seeds, "pool": group.pool,
+            "init": group.init}
+
+
+# what a group file written before a field existed holds in its place
+_GROUP_DEFAULTS = {"kind": "gated", "layers": 1, "pool": None, "init": "uniform"}
+
+
+def check_group(data, f: Path, binding: dict) -> dict:
+    """``data`` (read from the finished group file ``f``) when it is the group ``binding``
+    describes (:func:`group_binding`): every field the same -- the run and the index where the
+    file records them (files written before they were recorded do not).  A ValueError naming the
+    file and both descriptions otherwise."""
+    if not isinstance(data, dict) or not {"state", "widths", "seeds", "steps"} <= set(data):
+        raise ValueError(f"{f} is not a finished group file of tools/paper.py (it holds "
+                         f"{sorted(data) if isinstance(data, dict) else type(data).__name__})")
+    stored = {k: (list(data[k]) if isinstance(data.get(k), (list, tuple)) else data.get(k, _GROUP_DEFAULTS.get(k)))
+              for k in binding if k in data or k not in ("run", "group")}
+    expect = {k: binding[k] for k in stored}
+    if stored != expect:
+        differ = ", ".join(f"{k} {stored[k]!r} in the file, {expect[k]!r} declared" for k in stored
+                           if stored[k] != expect[k])
+        raise ValueError(f"{f} is not group {binding['group']} of the run {binding['run']!r} as the registry "
+                         f"declares it ({differ}): files moved between runs or groups; move it back, or delete it "
+                         f"to train group {binding['group']} again")
+    return data
+
+
+def check_checkpoint(state, f: Path, binding: dict) -> dict:
+    """A checkpoint in the place of group ``binding['group']``: its settings' binding must be it."""
+    if not isinstance(state, dict) or not isinstance(state.get("config"), dict) or "step" not in state:
+        raise ValueError(f"{f} is not a checkpoint of train_online (no training settings)")
+    written = state["config"].get("group")
+    if written is not None and written != binding:
+        differ = ", ".join(f"{k} {written.get(k)!r} in the checkpoint, {binding.get(k)!r} declared"
+                           for k in sorted(set(written) | set(binding)) if written.get(k) != binding.get(k))
+        raise ValueError(f"{f} is not a checkpoint of group {binding['group']} of the run {binding['run']!r} as the "
+                         f"registry declares it ({differ}): files moved between runs or groups; move it back, or "
+                         f"delete it to start group {binding['group']} afresh")
+    return state
+
+
+JOURNAL = "JOIN.json"
+
+
+def joining_folder(name: str, root: str | Path | None = None) -> Path:
+    """Where ``tools/paper.py`` assembles a joined run before it is swapped in, ``results/NAME.joining``."""
+    return _root(root) / f"{_name('name', name)}.joining"
+
+
+def previous_folder(name: str, root: str | Path | None = None) -> Path:
+    """Where the stored run stands aside while a join swaps the new one in, ``results/NAME.previous``."""
+    return _root(root) / f"{_name('name', name)}.previous"
+
+
+def interrupted_join(name: str, root: str | Path | None = None) -> str | None:
+    """A sentence describing the join of ``name`` that was interrupted (or is under way), or
+    None: the folders a join leaves while it works, and what the next ``python -m tools.paper
+    run NAME`` does with them (it completes a join whose new run was swapped in, and undoes one
+    whose was not)."""
+    root = _root(root)
+    out, staging, previous = root / _name("name", name), joining_folder(name, root), previous_folder(name, root)
+    if (out / JOURNAL).is_file():
+        return (f"a join of {name} swapped its new run into {out} but did not finish (its record "
+                f"{out / JOURNAL} is still there: the manifest may still list the earlier files); run "
+                f"`python -m tools.paper run {name}` to complete it")
+    if previous.is_dir() and not out.exists():
+        return (f"a join of {name} was interrupted while swapping: the stored run stands aside in {previous}; "
+                f"run `python -m tools.paper run {name}` to put it back and join again")
+    if staging.is_dir():
+        return (f"a join of {name} was interrupted (or is under way) before its new run was swapped in: {out} "
+                f"is untouched and {staging} holds a partial copy, which the next `python -m tools.paper run "
+                f"{name}` removes")
+    return None
+
+
 def load_finished_groups(name: str, root: str | Path | None = None) -> dict:
     """The state of run ``name`` while it trains group by group: its groups that are finished in
     :func:`work_folder`, with float64 networks as in :func:`load_run`, and how far the others are.
@@ -267,8 +364,11 @@ def load_finished_groups(name: str, root: str | Path | None = None) -> dict:
     no run of ``name`` is in progress (the folder is absent: not started, or already joined).
     A finished group's file is the one ``tools/paper.py`` writes, committed with the repository,
     and carries its provenance (every segment's commit, code digest, device and steps); it is not
-    in the manifest, which lists joined runs.  Raises ``ValueError`` if a file is not the group
-    the registry declares at its index (architecture, widths, seeds or data seeds differ).
+    in the manifest, which lists joined runs.  Every file is read as tensors only.  Raises
+    ``ValueError`` naming the file if it cannot be read (truncated, half-written), holds anything
+    but tensors and plain containers, or is not the group the registry declares at its index
+    (:func:`check_group`: run, architecture, widths, seeds, data seeds, pool or initialisation
+    differ; for a checkpoint, the binding of its settings).
     """
     from . import experiments
 
@@ -277,26 +377,22 @@ def load_finished_groups(name: str, root: str | Path | None = None) -> dict:
     d_in, d_out = spec.dims(exp)
     folder = work_folder(name, root)
     finished, training = [], []
-    for i, declared in enumerate(spec.groups):
+    for i in range(len(spec.groups)):
         done, ckpt = folder / f"group-{i}.pt", folder / f"group-{i}.checkpoint.pt"
         if not (done.is_file() or ckpt.is_file()):
             continue
-        f = done if done.is_file() else ckpt
-        data = torch.load(f, map_location="cpu", weights_only=False)
+        binding = group_binding(name, i, spec.groups[i])
         if done.is_file():
-            stored = (data.get("kind", "gated"), data.get("layers", 1), list(data["widths"]), list(data["seeds"]),
-                      list(data["data_seeds"]))
-            expect = (declared.kind, declared.layers, list(declared.widths), list(declared.seeds),
-                      declared.member_data_seeds)
-            if stored != expect:
-                raise ValueError(f"{f} holds the group (kind, layers, widths, seeds, data seeds) {stored}, not group "
-                                 f"{i} of the run {name!r} as declared {expect}: files moved between runs or groups")
+            data = check_group(load_tensors(done, "finished group file", advice=f"delete it to train group {i} "
+                                            "again"), done, binding)
             finished.append({**_group(data, d_in, d_out), "index": i, "steps": data["steps"],
                              "data_seeds": list(data["data_seeds"])})
         else:
+            data = check_checkpoint(load_tensors(ckpt, "checkpoint of train_online", advice="delete it to start "
+                                                  f"group {i} afresh"), ckpt, binding)
             segments = list(data.get("segments", []))
-            training.append({"index": i, "kind": declared.kind, "layers": declared.layers, "step": int(data["step"]),
-                             "steps": int(data["config"]["steps"]), "segments": segments,
-                             "seconds": sum(seg.get("seconds", 0.0) for seg in segments)})
+            training.append({"index": i, "kind": binding["kind"], "layers": binding["layers"],
+                             "step": int(data["step"]), "steps": int(data["config"]["steps"]),
+                             "segments": segments, "seconds": sum(seg.get("seconds", 0.0) for seg in segments)})
     return {"paper_steps": spec.paper_steps(exp), "n_groups": len(spec.groups), "finished": finished,
             "training": training}
