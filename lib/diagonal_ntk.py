@@ -277,9 +277,12 @@ def kernel_gd_path(x: torch.Tensor, y: torch.Tensor, M: torch.Tensor, L0: torch.
     vec(L_{l+1}) = vec(L_l) - lr M (G vec(L_l) - r), with G = Phi^T Phi and r = Phi^T Y the
     normal equations of the convolution (Phi: the Toeplitz design of x).  With M = D(rho) ⊗ I
     this is :func:`lib.gd_path` of the scaled convolution; with the limit of
-    :func:`diagonal_ntk_limit` the wide diagonal RNN.  x: (N, T, n_x), y: (N, T, n_y), M:
-    (T n_y n_x, T n_y n_x) ordered (j, a, b), L0: (T, n_y, n_x).  ``steps``: ints >= 0 (a
-    sequence).  Returns (len(steps), T, n_y, n_x).  Chapter 15, section "sec-diag-delay".
+    :func:`diagonal_ntk_limit` the wide diagonal RNN.  x: (N, T, n_x), y: (N, T, n_y), L0:
+    (T, n_y, n_x).  ``M``: the full kernel (T n_y n_x square, ordered (j, a, b)), or the kernel of
+    one output channel (T n_x square, ordered (j, b)) when it is the same for every channel and
+    the channels do not couple (M_full = M_channel ⊗ I_{n_y} up to the ordering, as every limit
+    here); the second is n_y^3 times cheaper.  ``steps``: ints >= 0 (a sequence).  Returns
+    (len(steps), T, n_y, n_x).  Chapter 15, section "sec-diag-delay".
     """
     x = as_tensor("x", x, 3)
     y = as_tensor("y", y, 3, dtype=x.dtype)
@@ -287,25 +290,33 @@ def kernel_gd_path(x: torch.Tensor, y: torch.Tensor, M: torch.Tensor, L0: torch.
     if y.shape[:2] != (N, T):
         raise ValueError(f"y must have shape (N, T, n_y) = ({N}, {T}, n_y), got {tuple(y.shape)}")
     n_y = y.shape[2]
-    m = T * n_y * n_x
+    m, mc = T * n_y * n_x, T * n_x
     M = as_tensor("M", M, 2, dtype=x.dtype)
-    if M.shape != (m, m):
-        raise ValueError(f"M must have shape (T n_y n_x, T n_y n_x) = ({m}, {m}), got {tuple(M.shape)}")
+    if M.shape not in ((m, m), (mc, mc)):
+        raise ValueError(f"M must have shape (T n_y n_x, T n_y n_x) = ({m}, {m}) or, one output channel's, "
+                         f"(T n_x, T n_x) = ({mc}, {mc}); got {tuple(M.shape)}")
     L0 = as_tensor("L0", L0, 3, dtype=x.dtype)
     if L0.shape != (T, n_y, n_x):
         raise ValueError(f"L0 must have shape (T, n_y, n_x) = ({T}, {n_y}, {n_x}), got {tuple(L0.shape)}")
     lr = positive_real("lr", lr)
     steps = int_list("steps", [steps] if isinstance(steps, int) else steps, minimum=0)
     X = toeplitz(x).reshape(N, T, n_x, T)                                    # [i, j, b, t]
-    A = torch.einsum("ijbt,ikdt->jbkd", X, X)                                # Phi^T Phi over lags
-    G = (A[:, None, :, :, None, :] * torch.eye(n_y, dtype=x.dtype)[None, :, None, None, :, None]).reshape(m, m)
-    r = torch.einsum("ijbt,ita->jab", X, y).reshape(m)
-    E, c = torch.eye(m, dtype=x.dtype) - lr * M @ G, lr * M @ r
-    v, out, done = L0.reshape(m).clone(), [], 0
+    A = torch.einsum("ijbt,ikdt->jbkd", X, X).reshape(mc, mc)                # Phi^T Phi over (lag, channel)
+    r = torch.einsum("ijbt,ita->jab", X, y)                                  # (T, n_y, n_x)
+    if M.shape == (mc, mc):      # every output channel a: a column of V (T n_x, n_y)
+        E, c = torch.eye(mc, dtype=x.dtype) - lr * M @ A, lr * M @ r.permute(0, 2, 1).reshape(mc, n_y)
+        v = L0.permute(0, 2, 1).reshape(mc, n_y).clone()
+        unpack = lambda v: v.reshape(T, n_x, n_y).permute(0, 2, 1)
+    else:
+        G = (A.reshape(T, n_x, T, n_x)[:, None, :, :, None, :]
+             * torch.eye(n_y, dtype=x.dtype)[None, :, None, None, :, None]).reshape(m, m)
+        E, c = torch.eye(m, dtype=x.dtype) - lr * M @ G, lr * M @ r.reshape(m)
+        v = L0.reshape(m).clone()
+        unpack = lambda v: v.reshape(T, n_y, n_x)
+    got, done = {}, 0
     for s in sorted(set(steps)):
         for _ in range(s - done):
             v = E @ v + c
         done = s
-        out.append((s, v.clone()))
-    got = dict(out)
-    return torch.stack([got[s].reshape(T, n_y, n_x) for s in steps])
+        got[s] = unpack(v.clone())
+    return torch.stack([got[s] for s in steps])

@@ -104,6 +104,16 @@ def test_kernel_gd_path_with_diagonal_kernel_is_the_scaled_convolution():
     assert rel(got, want) <= REL
 
 
+def test_kernel_gd_path_per_channel_is_the_full_kernel():
+    T, n_x, n_y = 5, 2, 3
+    x, y = data(4, T, n_x, seed=1), data(4, T, n_y, seed=2)
+    K = diagonal_ntk_limit(T)
+    L0 = data(T, n_y, n_x, seed=3)
+    full = kernel_gd_path(x, y, torch.kron(K, torch.eye(n_y * n_x, dtype=torch.float64)), L0, 1e-3, [3, 50])
+    per_channel = kernel_gd_path(x, y, torch.kron(K, torch.eye(n_x, dtype=torch.float64)), L0, 1e-3, [3, 50])
+    assert rel(per_channel, full) <= REL
+
+
 def test_kernel_gd_path_is_the_linearised_model():
     """One GD step on the tap vector through the kernel is one GD step of a linear model whose
     tap Jacobian is J, for a small learning rate: first-order agreement with the network."""
