@@ -27,6 +27,8 @@ a diagonal one.  The laws (``law``) are those of :data:`lib.architectures.INITS`
     diagonal_ntk_factor(model, T)                   M_n at finite width, closed form
     diagonal_ntk_factor_reference(model, T)         M_n = J J^T with torch.func.jacrev
     kernel_gd_path(x, y, M, L0, lr, steps)          full-batch GD in tap space with tap kernel M
+    InputGatedDiagonalRNN, input_gated_ntk_limit    the input gating of eq. (2): the same lag kernel
+                                                    on the quadratic features x_t ⊗ x_t
 """
 from __future__ import annotations
 
@@ -40,7 +42,8 @@ from ._checks import DTYPE, as_tensor, float_dtype, int_list, positive_int, posi
 from .ntk import toeplitz
 
 __all__ = ["LAWS", "PARAMS", "lam_moment", "diagonal_ntk_limit", "DiagonalLinearRNN", "diagonal_ntk_factor",
-           "diagonal_ntk_factor_reference", "kernel_gd_path"]
+           "diagonal_ntk_factor_reference", "kernel_gd_path", "quadratic_features", "input_gated_ntk_limit",
+           "InputGatedDiagonalRNN"]
 
 LAWS = ("uniform", "lru")
 PARAMS = ("direct", "exp", "frozen")
@@ -320,3 +323,70 @@ def kernel_gd_path(x: torch.Tensor, y: torch.Tensor, M: torch.Tensor, L0: torch.
         done = s
         got[s] = unpack(v.clone())
     return torch.stack([got[s] for s in steps])
+
+
+def quadratic_features(x: torch.Tensor) -> torch.Tensor:
+    """x_t ⊗ x_t of every step: (N, T, n_x) -> (N, T, n_x^2), so that (a ⊗ a) . (b ⊗ b) = (a . b)^2."""
+    x = as_tensor("x", x, 3)
+    return torch.einsum("ntb,ntd->ntbd", x, x).reshape(x.shape[0], x.shape[1], -1)
+
+
+def input_gated_ntk_limit(T: int, *, law: str = "uniform", lam_range=(0.0, 1.0), param: str = "exp",
+                          nu_G: float = 1.0, nu_C: float = 1.0) -> torch.Tensor:
+    """The wide-limit lag kernel Kg (T, T) of :class:`InputGatedDiagonalRNN`.
+
+    With the input gate phi(x) = (W^m x) * (W^x x) (entries of W^m, W^x with variance nu_G) the
+    NTK is ``lib.factored_ntk(q(x1), q(x2), kron(Kg, I))`` with q = :func:`quadratic_features` and
+    Kg_jk = (nu_G^2 + 2 nu_C nu_G) E[lam^{j+k}] + nu_C nu_G^2 E[s_j s_k]: the lags enter through the
+    same moments as for the linear input (:func:`diagonal_ntk_limit`), the input through (x . x')^2.
+    Chapter 15, section "sec-diag-gated".
+    """
+    nu_G, nu_C = positive_real("nu_G", nu_G), positive_real("nu_C", nu_C)
+    frozen = diagonal_ntk_limit(T, law=law, lam_range=lam_range, param="frozen", nu_B=0.5, nu_C=0.5)   # E[lam^{j+k}]
+    ss = diagonal_ntk_limit(T, law=law, lam_range=lam_range, param=param) - 2 * frozen                 # E[s_j s_k]
+    return (nu_G**2 + 2 * nu_C * nu_G) * frozen + nu_C * nu_G**2 * ss
+
+
+class InputGatedDiagonalRNN(nn.Module):
+    """h_t = lam * h_{t-1} + (W^m x_t) * (W^x x_t), y_t = C h_t / sqrt(n): the input gating of eq. (2)
+    of Zucchet et al. with a linear readout (Chapter 15, section "sec-diag-gated").
+
+    Args: n, n_x, n_y; law, lam_range (as :class:`DiagonalLinearRNN`); param "direct", "exp" or
+    "frozen"; nu_G: variance of the entries of W^m and W^x; nu_C: of C; seed; dtype.
+    Input x: (N, T, n_x); output (N, T, n_y).
+    """
+
+    def __init__(self, n: int, n_x: int, n_y: int, *, law: str = "uniform", lam_range=(0.0, 1.0),
+                 param: str = "exp", nu_G: float = 1.0, nu_C: float = 1.0, seed: int = 0, dtype: torch.dtype = DTYPE):
+        super().__init__()
+        self.n, self.n_x, self.n_y = positive_int("n", n), positive_int("n_x", n_x), positive_int("n_y", n_y)
+        lo, hi = _check_law(law, lam_range)
+        self.param = _check_param(param)
+        nu_G, nu_C = positive_real("nu_G", nu_G), positive_real("nu_C", nu_C)
+        g = torch.Generator().manual_seed(seed_int("seed", seed))
+        dtype = float_dtype("dtype", dtype)
+        u = torch.rand(self.n, generator=g, dtype=DTYPE)
+        lam = (lo + (hi - lo) * u if law == "uniform" else torch.sqrt(lo**2 + (hi**2 - lo**2) * u)).clamp(_EPS, 1 - _EPS)
+        self.W_m = nn.Parameter((math.sqrt(nu_G) * torch.randn(self.n, self.n_x, generator=g, dtype=DTYPE)).to(dtype))
+        self.W_x = nn.Parameter((math.sqrt(nu_G) * torch.randn(self.n, self.n_x, generator=g, dtype=DTYPE)).to(dtype))
+        self.C = nn.Parameter((math.sqrt(nu_C) * torch.randn(self.n_y, self.n, generator=g, dtype=DTYPE)).to(dtype))
+        if self.param == "exp":
+            self.nu = nn.Parameter(torch.log(-torch.log(lam)).to(dtype))
+        elif self.param == "direct":
+            self.lam = nn.Parameter(lam.to(dtype))
+        else:
+            self.register_buffer("lam", lam.to(dtype))
+
+    def recurrence(self) -> torch.Tensor:
+        return torch.exp(-torch.exp(self.nu)) if self.param == "exp" else self.lam
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = as_tensor("x", x, 3, dtype=self.C.dtype)
+        if x.shape[2] != self.n_x:
+            raise ValueError(f"x must have n_x = {self.n_x} channels (shape (N, T, n_x)), got {tuple(x.shape)}")
+        lam, phi = self.recurrence(), (x @ self.W_m.T) * (x @ self.W_x.T)
+        h, ys = torch.zeros(x.shape[0], self.n, dtype=x.dtype), []
+        for t in range(x.shape[1]):
+            h = lam * h + phi[:, t]
+            ys.append(h @ self.C.T / math.sqrt(self.n))
+        return torch.stack(ys, 1)

@@ -151,3 +151,22 @@ def test_bad_input_is_named():
         kernel_gd_path(x, y, torch.eye(3, dtype=torch.float64), torch.zeros(4, 1, 1, dtype=torch.float64), 0.1, [1])
     with pytest.raises(ValueError, match="lr"):
         kernel_gd_path(x, y, torch.eye(4, dtype=torch.float64), torch.zeros(4, 1, 1, dtype=torch.float64), 0.0, [1])
+
+
+def test_input_gated_network_approaches_its_kernel_on_quadratic_features():
+    """Far from the limit at n = 30, within a few n^{-1/2} at n = 30000; the linear network's
+    kernel on x is no limit of it."""
+    from lib.diagonal_ntk import InputGatedDiagonalRNN, input_gated_ntk_limit, quadratic_features
+
+    T = 5
+    x = data(2, T, 2, seed=4)
+    q = quadratic_features(x)
+    assert torch.allclose((q[0, 1] @ q[1, 2]), (x[0, 1] @ x[1, 2]) ** 2)
+    K = lib.factored_ntk(q, q, torch.kron(input_gated_ntk_limit(T, nu_G=0.5), torch.eye(4, dtype=torch.float64)))
+    errs = [np.mean([rel(lib.empirical_ntk(x, x, InputGatedDiagonalRNN(n, 2, 1, nu_G=0.5, seed=s)), K)
+                     for s in range(3)]) for n in (30, 30_000)]
+    assert errs[1] < errs[0] / 5 and errs[1] < 0.1
+    linear = lib.factored_ntk(x, x, torch.kron(diagonal_ntk_limit(T), torch.eye(2, dtype=torch.float64)))
+    assert rel(lib.empirical_ntk(x, x, InputGatedDiagonalRNN(30_000, 2, 1, nu_G=0.5, seed=0)), linear) > 0.3
+    with pytest.raises(ValueError, match="nu_G"):
+        input_gated_ntk_limit(T, nu_G=0.0)
