@@ -36,6 +36,8 @@ Modules, by subject:
     icl              in-context linear regression, eta*, the optimal one-step GD loss
   Part IV and shared
     realizations     the four realizations of a convolution as an RNN
+    diagonal_ntk     the tangent kernel of diagonal (and input-gated) linear RNNs in Markov-parameter
+                     space, its wide limit from the moments of lam, kernel-regime GD in tap space
     data             the S1 recording and the protein secondary-structure set (checksummed)
     kernels          the loader of the small C kernels (compiled on first use, checked, cached)
     storage          files that survive a crash, a full disk and a second process: atomic

@@ -214,7 +214,7 @@ def test_the_appendix_tables_are_rendered_from_data_with_links_to_the_sections(a
     _, out = appendix
     html = [o["data"]["text/html"] for c in nbformat.read(out, as_version=4).cells if c.cell_type == "code"
             for o in c.get("outputs", []) if "text/html" in o.get("data", {})]
-    assert len(html) == 6                              # three papers, two classes of errata, the counts
+    assert len(html) == 7                              # three papers, the book's own, two classes of errata, the counts
     assert all(h.count("<table") == 1 and 'class="rnnbook-table' in h for h in html)
     assert '<a class="rnnbook-xref" data-role="ref" data-target="sec-b"' in html[0]
     assert not any("{ref}" in h or "| " in h.split("<tbody>")[0] for h in html)
@@ -519,3 +519,17 @@ def _one_claim_ledger():
     for paper in fidelity.PAPERS:
         (folder / f"{paper}.toml").write_text("[claim.k]\n" if paper == "emami" else "")
     return folder
+def test_a_finding_is_the_books_own_and_never_counted():
+    rec = fidelity.finding_record("15-x", what="a result", book="0.5", section="sec-x", control=("a wrong one", False))
+    assert rec["kind"] == "finding" and rec["paper"] == fidelity.BOOK and rec["control"] == "fails on a wrong one"
+    records = [rec]
+    assert all(v == 0 for v in fidelity.verdict_counts(records, "emami").values())
+    header, rows = fidelity.findings_table(records)
+    assert header == fidelity.FINDINGS_HEADER and rows == [["a result ({ref}`sec-x`)", "0.5", "fails on a wrong one"]]
+    assert fidelity.claims_table(records, "emami")[1] == []
+    with pytest.raises(ValueError, match="wrong statement"):
+        fidelity.finding_record("15-x", what="a result", book="0.5", section="sec-x", control=("a wrong one", True))
+    with pytest.raises(TypeError, match="control"):
+        fidelity.finding_record("15-x", what="a result", book="0.5", section="sec-x", control="a wrong one")
+    with pytest.raises(ValueError, match="section"):
+        fidelity.finding_record("15-x", what="a result", book="0.5", section="not a label!", control=("w", False))

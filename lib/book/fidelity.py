@@ -56,8 +56,10 @@ __all__ = ["PAPERS", "VERDICTS", "COUNTED", "EVIDENCE", "MATCH_SD", "LEDGER", "l
            "claim_record",
            "not_checked", "by_construction", "verdict_of", "verdict_over", "verdict_class", "sweep", "Sweep",
            "match_ratio", "erratum", "erratum_record", "unrecorded", "collect", "claims_table", "errata_table",
-           "verdict_counts", "paper_summary", "NOT_RESOLVED", "STANDARDS", "ordering", "rate", "uncontrolled", "appendix_disagreements", "numbers_not_in_outputs", "notebook_summary",
-           "notebook_outputs", "shown_tables", "CLAIMS_HEADER", "ERRATA_HEADER"]
+           "verdict_counts", "paper_summary", "NOT_RESOLVED", "STANDARDS", "ordering", "rate", "uncontrolled",
+           "appendix_disagreements", "numbers_not_in_outputs", "notebook_summary",
+           "notebook_outputs", "shown_tables", "CLAIMS_HEADER", "ERRATA_HEADER", "finding", "finding_record",
+           "findings_table", "FINDINGS_HEADER", "BOOK"]
 
 PAPERS = {
     "emami": "Emami et al. (2021), *Implicit bias of linear RNNs*",
@@ -74,6 +76,7 @@ NOT_RESOLVED = "not resolved"
 EVIDENCE = ("demonstrated", "suspected")
 MATCH_SD = 2.0
 GLUE_PREFIX = "fidelity-"
+BOOK = "book"        # the "paper" of a finding: a result of the book's own, claimed by none of PAPERS
 _KEY = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")
 _LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_:.-]*$")
 NO_ARTEFACT = "—"
@@ -525,6 +528,46 @@ def erratum_record(key: str, *, check: str, where=None, statement=None, correcti
                 evidence=words["evidence"], section=words["section"])
 
 
+def finding(key: str, *, what: str, book, section: str, control: tuple) -> None:
+    """Record a result of the book's own -- one that joins the papers and that none of them
+    claims (Part IV) -- where the chapter establishes it: ``what`` (the result in words),
+    ``book`` (what the chapter computed), ``section`` (the label of the section that shows it)
+    and ``control`` = ``(value, holds)``, the same check on a plausible wrong statement, which
+    must fail.  The chapter asserts the check itself (a result that fails stops the build), so
+    a finding has no verdict; it is listed in the fidelity appendix apart from the papers'
+    claims and never counted among them (its ``paper`` is :data:`BOOK`)."""
+    _glue(finding_record(key, what=what, book=book, section=section, control=control))
+
+
+def finding_record(key: str, *, what: str, book, section: str, control: tuple) -> dict:
+    """The validated record that :func:`finding` glues."""
+    if not isinstance(key, str) or not _KEY.match(key):
+        raise ValueError(f"key must be a lower-case slug (letters, digits, '_', '.', '-'), got {key!r}")
+    _check_section(section)
+    if not (isinstance(control, tuple) and len(control) == 2):
+        raise TypeError(f"finding {key}: control must be (wrong statement as the page writes it, outcome of the "
+                        f"check on it)")
+    value, holds = control
+    value = _text("the control", value)
+    if bool(holds):
+        raise ValueError(f"finding {key}: the check also holds on the wrong statement {value}: it cannot tell the "
+                         f"result from a wrong one")
+    return dict(kind="finding", paper=BOOK, key=key, what=_text("what", what), book=_text("book", book),
+                section=section, control=f"fails on {value}")
+
+
+FINDINGS_HEADER = ["result", "this book", "control"]
+
+
+def findings_table(records: list[dict]) -> tuple[list[str], list[list[str]]]:
+    """The table (``(header, rows)``) of the book's own results, in reading order: the result
+    (with the section that shows it), what the chapter computed and the wrong statement its check
+    fails on."""
+    rows = [[f"{r['what']} ({{ref}}`{r['section']}`)", r["book"], r["control"]]
+            for r in records if r["kind"] == "finding"]
+    return list(FINDINGS_HEADER), rows
+
+
 def unrecorded(records: list[dict], folder=None) -> list[str]:
     """The ledger entries (``folder``, default :data:`LEDGER`) that no record of ``records``
     (:func:`collect`) gives, as "kind paper:key": a claim whose words stand in a ledger but that
@@ -679,7 +722,7 @@ def appendix_disagreements(appendix, records: list[dict]) -> list[str]:
     shown = shown_tables(appendix)
     text = _markdown_outputs(appendix)
     problems = []
-    expected = {"claims": set(), "errata": set()}
+    expected = {"claims": set(), "errata": set(), "findings": set()}
 
     def displayed(table) -> bool:
         header, rows = table
@@ -697,8 +740,13 @@ def appendix_disagreements(appendix, records: list[dict]) -> list[str]:
         expected["errata"].update(map(tuple, table[1]))
         if not displayed(table):
             problems.append(f"the table of {evidence} errata differs from the chapters' records")
+    table = findings_table(records)
+    expected["findings"].update(map(tuple, table[1]))
+    if table[1] and not displayed(table):
+        problems.append("the table of the book's own results differs from the chapters' records")
+    kinds = {tuple(CLAIMS_HEADER): "claims", tuple(ERRATA_HEADER): "errata", tuple(FINDINGS_HEADER): "findings"}
     for t in shown:
-        kind = "claims" if t["header"] == CLAIMS_HEADER else "errata" if t["header"] == ERRATA_HEADER else None
+        kind = kinds.get(tuple(t["header"]))
         for row in t["rows"] if kind else []:
             if tuple(row) not in expected[kind]:
                 problems.append(f"a row of the appendix that no chapter records: {' | '.join(row)[:120]}")
