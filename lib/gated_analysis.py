@@ -339,7 +339,8 @@ def split_row(model, row: int, parts: int, mix: torch.Tensor) -> GatedLinearRNN:
     if mix.shape != (n_h,):
         raise ValueError(f"mix must have shape ({n_h},), got {tuple(mix.shape)}")
     Wm, Wx, D = (w.detach().double().clone() for w in (model.W_out_m, model.W_out_x, model.D))
-    coeffs = torch.arange(parts, dtype=torch.float64) - (parts - 1) / 2          # sum to zero
+    coeffs = torch.ones(parts, dtype=torch.float64)                               # every part reads mix,
+    coeffs[-1] = 1 - parts                                                        # and they sum to zero
     new_m = torch.stack([Wm[row] + a * mix for a in coeffs])
     new_x = Wx[row].expand(parts, -1)
     new_D = (D[:, row:row + 1] / parts).expand(-1, parts)

@@ -83,6 +83,7 @@ def test_split_row_keeps_the_function_and_the_merge_test_can_pass_and_fail():
     mix = torch.zeros(n_h, dtype=torch.float64)
     mix[6:] = torch.tensor([0.3, -1.0, 0.7], dtype=torch.float64)                # reads the query neurons
     split = ga.split_row(net, 0, 3, mix)
+    assert (split.W_out_m.detach()[-3:, 6:] != 0).all()                     # every part departs from the form
     x = torch.randn(2, 5, 3, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
     with torch.no_grad():
         assert rel_err(split(x), net(x)) <= 1e-10
