@@ -30,7 +30,7 @@ from .gated import GatedLinearRNN
 
 __all__ = ["monomials", "form_coefficients", "gating_kernels", "neuron_groups", "function_kernels",
            "outside_share", "attention_function_kernel", "side_spectra", "numerical_rank", "degree_share", "kernel_distance",
-           "compress_to_construction", "removal_changes", "zero_weights", "merge_test", "split_row",
+           "compress_to_construction", "removal_changes", "removal_changes_reference", "zero_weights", "merge_test", "split_row",
            "FLOAT32_RANK_TOL", "ZERO"]
 
 # A kernel direction of relative size sigma carries sigma^2 of the output's power; the students
@@ -249,7 +249,35 @@ def compress_to_construction(K: torch.Tensor) -> GatedLinearRNN:
 def removal_changes(model, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """The relative change of the output on the sequences ``x`` when each hidden neuron (its input
     gating rows zeroed) and each output-gating row (its readout column zeroed) is removed alone:
-    (n_hidden,), (n_gate,) float64.  Chapter 11, section "sec-teacher-zeros"."""
+    (n_hidden,), (n_gate,) float64.  Chapter 11, sections "sec-teacher-scores" and "sec-teacher-zeros".
+
+    The fast path: the states once, and each removal as its exact change of the readout (a neuron
+    whose input is zero has h_n = 0 at every step, which changes the two output-gate products by
+    rank-one terms); :func:`removal_changes_reference` rebuilds the network for each removal."""
+    model = _model("model", model)
+    x = as_tensor("x", x, 3, dtype=model.W_in_m.dtype)
+    with torch.no_grad():
+        H = model.hidden_states(x).double().reshape(-1, model.W_in_m.shape[0])      # (BT, n)
+        Wm, Wx, D = (w.detach().double() for w in (model.W_out_m, model.W_out_x, model.D))
+        o_m, o_x = H @ Wm.T, H @ Wx.T                                               # (BT, g)
+        prod = o_m * o_x
+        ref = (prod @ D.T).norm()
+        # removing neuron n changes prod by h_n (h_n Wm[:, n] Wx[:, n] - o_x Wm[:, n] - o_m Wx[:, n]), and
+        # the output by that times D^T: every n at once, (BT, n, d_out)
+        g, n = Wm.shape
+        A = (o_x @ (Wm[:, :, None] * D.T[:, None, :]).reshape(g, -1)).reshape(H.shape[0], n, -1)
+        B = (o_m @ (Wx[:, :, None] * D.T[:, None, :]).reshape(g, -1)).reshape(H.shape[0], n, -1)
+        C = (Wm * Wx).T @ D.T                                                       # (n, d_out)
+        h = H[:, :, None]
+        hidden = (h * (h * C[None] - A - B)).pow(2).sum((0, 2)).sqrt() / ref
+        gate = prod.norm(dim=0) * D.norm(dim=0) / ref
+    return hidden, gate
+
+
+def removal_changes_reference(model, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`removal_changes` the plain way: the network rebuilt with each neuron or row removed,
+    and its output compared with the original's.  Chapter 11, section "sec-teacher-zeros" (the
+    reference its fast path is tested against)."""
     model = _model("model", model)
     x = as_tensor("x", x, 3, dtype=model.W_in_m.dtype)
     ws = [w.detach() for w in (model.W_in_m, model.W_in_x, model.lam, model.W_out_m, model.W_out_x, model.D)]

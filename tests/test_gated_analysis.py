@@ -110,6 +110,16 @@ def test_zero_weights_counts_rows_below_the_threshold_only():
     assert ga.zero_weights(net, zero=1e-10)["hidden"][2]
 
 
+@settings(max_examples=15, deadline=None)
+@given(n=st.integers(1, 12), n_g=st.integers(1, 12), d=st.integers(1, 4), seed=st.integers(0, 10_000))
+def test_removal_fast_path_equals_rebuilding_the_network(n, n_g, d, seed):
+    net = lib.GatedLinearRNN(d, n, 3, n_g, seed=seed)
+    x = torch.randn(3, 9, d, generator=torch.Generator().manual_seed(seed + 1), dtype=torch.float64)
+    fast, ref = ga.removal_changes(net, x), ga.removal_changes_reference(net, x)
+    for a, b in zip(fast, ref):
+        assert a.shape == b.shape and (a - b).abs().max() <= 1e-10 * max(1.0, float(b.abs().max()))
+
+
 def test_removal_changes_are_zero_for_a_dead_neuron():
     net = lib.GatedLinearRNN(2, 4, 2, 3, seed=2)
     with torch.no_grad():
