@@ -30,7 +30,7 @@ from .gated import GatedLinearRNN
 
 __all__ = ["monomials", "form_coefficients", "gating_kernels", "neuron_groups", "function_kernels",
            "outside_share", "attention_function_kernel", "side_spectra", "numerical_rank", "degree_share", "kernel_distance",
-           "compress_to_construction", "removal_changes", "removal_changes_reference", "zero_weights", "merge_test", "split_row",
+           "compress_to_construction", "removal_changes", "removal_changes_reference", "zero_weights", "merge_test", "split_row", "fine_tune",
            "FLOAT32_RANK_TOL", "ZERO"]
 
 # A kernel direction of relative size sigma carries sigma^2 of the output's power; the students
@@ -376,3 +376,40 @@ def split_row(model, row: int, parts: int, mix: torch.Tensor) -> GatedLinearRNN:
     return GatedLinearRNN.from_weights(model.W_in_m.detach().double(), model.W_in_x.detach().double(),
                                        model.lam.detach().double(), torch.cat([Wm[keep], new_m]),
                                        torch.cat([Wx[keep], new_x]), torch.cat([D[:, keep], new_D], dim=1))
+
+
+def fine_tune(model, teacher, *, steps: int, lr: float, x_std: float, T: int, batch: int, seed: int) -> GatedLinearRNN:
+    """A copy of ``model`` fine-tuned on ``teacher`` (App. B.2's last sentence: a merged network's
+    loss is recovered by fine-tuning): ``steps`` of Adam at rate ``lr`` on 1/2 the mean squared
+    error over fresh sequences x_t ~ N(0, x_std^2 I) of length ``T``, ``batch`` a step, drawn from
+    ``seed``; every weight trains and lambda stays as it is (a compressed network's lambda is exactly
+    1 and 0, where its parametrisation has no finite gradient).  Chapter 11, section
+    "sec-teacher-function"."""
+    model = _model("model", model)
+    if not callable(teacher):
+        raise TypeError(f"teacher must be a callable network, got {type(teacher).__name__}")
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
+        raise ValueError(f"steps must be an int >= 0, got {steps!r}")
+    lr = positive_real("lr", lr)
+    x_std = positive_real("x_std", x_std)
+    for name, v in (("T", T), ("batch", batch)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ValueError(f"{name} must be an int >= 1, got {v!r}")
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ValueError(f"seed must be an int >= 0, got {seed!r}")
+    ws = [w.detach().double().clone() for w in (model.W_in_m, model.W_in_x, model.lam, model.W_out_m, model.W_out_x,
+                                                 model.D)]
+    tuned = GatedLinearRNN.from_weights(*ws, append_one=model.append_one)
+    tuned.nu_log.requires_grad_(False)
+    params = [tuned.W_in_m, tuned.W_in_x, tuned.W_out_m, tuned.W_out_x, tuned.D]
+    opt = torch.optim.Adam(params, lr=lr)
+    g = torch.Generator().manual_seed(seed)
+    for _ in range(steps):
+        x = torch.randn(batch, T, model.d_in, generator=g, dtype=torch.float64) * x_std
+        with torch.no_grad():
+            y = teacher(x)
+        loss = 0.5 * ((tuned(x) - y) ** 2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return tuned

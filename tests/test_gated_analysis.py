@@ -150,3 +150,24 @@ def test_bad_input_is_refused_by_name(call, match):
     net = lib.GatedLinearRNN(1, 4, 1, 3, seed=0)
     with pytest.raises((ValueError, TypeError), match=match):
         call(net)
+
+
+def test_fine_tuning_lowers_the_loss_and_keeps_lambda():
+    W = _attention(2, 4)
+    teacher = lib.LinearSelfAttention(*W)
+    exact = lib.gated_rnn_from_attention(*W, compact=True)
+    K = ga.function_kernels(exact, *ga.neuron_groups(exact, 0.9, 0.1))
+    damaged = ga.compress_to_construction(K * (1 + 0.05 * torch.randn(K.shape, generator=torch.Generator().manual_seed(0),
+                                                                         dtype=torch.float64)))
+    x = torch.randn(64, 8, 2, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
+
+    def rel(net):
+        with torch.no_grad():
+            return float(((net(x) - teacher(x)) ** 2).mean() / (teacher(x) ** 2).mean())
+
+    tuned = ga.fine_tune(damaged, teacher, steps=200, lr=1e-2, x_std=1.0, T=8, batch=32, seed=1)
+    assert rel(tuned) < 0.1 * rel(damaged)
+    assert torch.equal(tuned.lam, damaged.lam)
+    assert ga.fine_tune(damaged, teacher, steps=0, lr=1e-2, x_std=1.0, T=8, batch=32, seed=1).W_out_m.equal(damaged.W_out_m)
+    with pytest.raises(ValueError, match="steps"):
+        ga.fine_tune(damaged, teacher, steps=-1, lr=1e-2, x_std=1.0, T=8, batch=32, seed=1)
