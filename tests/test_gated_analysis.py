@@ -103,6 +103,8 @@ def test_zero_weights_counts_rows_below_the_threshold_only():
         net.W_out_m[:, 3].zero_()
         net.W_out_x[:, 3].zero_()
         net.D[:, 0].fill_(1e-35)
+        net.W_in_m[4, 0] = 0.0                   # one zero entry is not a zero row
+        net.W_out_x[2, 1] = 0.0
     z = ga.zero_weights(net)
     assert z["hidden"].tolist() == [False, True, False, True, False]
     assert z["gate"].tolist() == [True, False, False, False]
