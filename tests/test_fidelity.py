@@ -183,7 +183,7 @@ def test_collect_reads_every_record_in_order(appendix):
         ("emami", "01-d", "01_first"), ("emami", "01-slip", "01_first"), ("zucchet", "02-c", "02_second")]
     assert records[0]["book"] == "0.75" and records[3]["book"] == "1e-15" and records[3]["paper_scale"] == "2e-15"
     assert fidelity.verdict_counts(records, "zucchet") == {"reproduced": 0, "depends on": 0, "partially reproduced": 1,
-                                                           "differs": 0, "not checked": 1, "by construction": 0}
+                                                           "differs": 0, "not resolved": 0, "not checked": 1, "by construction": 0}
 
 
 def test_a_key_recorded_in_two_chapters_is_an_error(appendix, tmp_path):
@@ -261,7 +261,7 @@ def test_not_checked_is_a_claim_without_a_book_value(ledger, monkeypatch):
     assert recorded == [dict(kind="claim", paper="emami", key="04-gap", what="the gap shrinks",
                              published="0.0947 (Table 1)", book=fidelity.NO_ARTEFACT, paper_scale=None,
                              stored=fidelity.STORED_PAPER_SCALE, verdict="not checked", section="sec-x",
-                             scale="paper", sweep=None, wrong=None)]
+                             scale="paper", sweep=None, wrong=None, standard=None)]
 
 
 def test_the_appendix_names_a_stored_run_by_its_words(ledger):
@@ -335,7 +335,7 @@ def test_a_verdict_must_agree_with_its_sweeps(ledger):
         fidelity.claim_record("04-gap", book="0.1", verdict="differs", sweeps=[holds])
     with pytest.raises(TypeError, match="fidelity.sweep"):
         fidelity.claim_record("04-gap", book="0.1", verdict="reproduced", sweeps=[("a", True)])
-    with pytest.raises(ValueError, match="no sweep and no wrong value"):
+    with pytest.raises(ValueError, match="no sweep, no wrong value"):
         fidelity.claim_record("04-gap", book="0.1", verdict="by construction", sweeps=[holds])
 
 
@@ -458,3 +458,64 @@ def test_every_chapter_that_reads_published_numbers_has_them():
     for src in sorted((ROOT / "book").glob("[0-9][0-9]_*.md")):
         if f'fidelity.published("{src.stem}")' in src.read_text():
             assert fidelity.published(src.stem)
+
+
+# ----------------------------------------------------------------------------- one standard per kind
+
+def test_ordering_resolves_only_beyond_the_spread():
+    # the means of Fig. 4's four widths in order, with errors small enough to decide every pair
+    assert fidelity.ordering([0.48, 0.25, 0.10, 0.07], [0.01, 0.01, 0.005, 0.005]) == "holds"
+    # the same means with errors that overlap for the last pair: the repetitions cannot decide
+    assert fidelity.ordering([0.48, 0.25, 0.10, 0.07], [0.01, 0.01, 0.03, 0.03]) == "not resolved"
+    # a pair resolved in the reverse order fails, whatever the others do
+    assert fidelity.ordering([0.48, 0.25, 0.07, 0.10], [0.01, 0.01, 0.001, 0.001]) == "fails"
+    assert fidelity.ordering([1.0, 2.0, 3.0], [0.1, 0.1, 0.1], decreasing=False) == "holds"
+    assert fidelity.ordering([1.0, 2.0, 3.0], [0.1, 0.1, 0.1]) == "fails"
+
+
+@pytest.mark.parametrize("values,errors", [([1.0], [0.1]), ([1.0, 2.0], [0.1]), ([1.0, float("nan")], [0.1, 0.1]),
+                                           ([1.0, 2.0], [0.1, -0.1])])
+def test_ordering_refuses_bad_input(values, errors):
+    with pytest.raises(ValueError, match="values"):
+        fidelity.ordering(values, errors)
+
+
+def test_rate_is_judged_against_its_prediction_or_zero():
+    assert fidelity.rate(-0.52, 0.03, predicted=-0.5)
+    assert not fidelity.rate(-0.30, 0.03, predicted=-0.5)      # the wrong exponent is told apart
+    assert fidelity.rate(-0.30, 0.03)                          # no prediction: resolved from 0
+    assert not fidelity.rate(-0.02, 0.03)
+    with pytest.raises(ValueError, match="se"):
+        fidelity.rate(-0.5, 0.0)
+
+
+def test_not_resolved_is_a_verdict_listed_but_not_counted():
+    assert fidelity.verdict_class("not resolved at 10 epochs with 12 seeds") == "not resolved"
+    assert "not resolved" not in fidelity.COUNTED
+    with pytest.raises(ValueError, match="not resolved <with what>"):
+        fidelity.verdict_class("not resolved ")
+
+
+def test_a_standard_must_be_one_of_the_kinds(ledger_folder=None):
+    records = []
+    with pytest.raises(ValueError, match="standard must be one of"):
+        fidelity.claim_record("k", book=1.0, verdict="reproduced", what="w", published="p", section="sec-x",
+                              standard="roughly", ledger_folder=_one_claim_ledger())
+    r = fidelity.claim_record("k", book=1.0, verdict="reproduced", what="w", published="p", section="sec-x",
+                              standard="identity", wrong=("a mutated formula", False),
+                              ledger_folder=_one_claim_ledger())
+    records.append(dict(r, docname="01"))
+    bare = fidelity.claim_record("k", book=1.0, verdict="differs", what="w", published="p", section="sec-x",
+                                 ledger_folder=_one_claim_ledger())
+    assert fidelity.uncontrolled(records) == []
+    assert fidelity.uncontrolled(records + [dict(bare, docname="01")]) == [f"{bare['paper']}:k"]
+
+
+def _one_claim_ledger():
+    import tempfile
+    from pathlib import Path
+
+    folder = Path(tempfile.mkdtemp())
+    for paper in fidelity.PAPERS:
+        (folder / f"{paper}.toml").write_text("[claim.k]\n" if paper == "emami" else "")
+    return folder
