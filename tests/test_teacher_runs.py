@@ -68,7 +68,7 @@ def test_chapter_11_reads_the_declared_runs_when_stored(tmp_path, declared):
     book.run_papermill(CHAPTER, out, {"results_dir": str(results)})
     glued = _glued(out)
     records = {json.loads(v)["key"]: json.loads(v) for k, v in glued.items() if k.startswith("fidelity-claim-")}
-    for key in ("11-neurons-init", "11-pruned", "11-kv-q-neurons", "11-fig3a-overparam"):
+    for key in ("11-neurons-init", "11-pruned", "11-kv-q-neurons", "11-weights-zero", "11-fig3a-overparam"):
         r = records[key]
         if declared:
             assert not r["verdict"].startswith("not resolved") and r["sweep"], r
