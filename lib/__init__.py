@@ -26,6 +26,8 @@ Modules, by subject:
     diagonal         diagonal linear recurrences h_t = lam h_{t-1} + u_t: scan, in-place loop with
                      its adjoint backward, reference (the state update of every diagonal RNN)
     gated            gated diagonal linear RNNs (eq. 2), the attention construction, polynomials
+    gated_analysis   what a trained gated RNN computes, read off its weights: memory x input kernels,
+                     their ranks and degrees, the exact compact network, zero weights, App. B.2's merge
     recurrent_cells  LRU / LSTM / GRU networks, the LSTM construction of App. A, ModuleStack
     gated_step       the stacked gated RNNs' training step with a hand-written backward (gated.c)
     recurrent_step   the LRU / LSTM / GRU networks' training step, hand-written backward (recurrent.c)
