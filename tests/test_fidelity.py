@@ -348,6 +348,13 @@ def test_a_check_that_holds_on_a_plausible_wrong_value_is_refused(ledger):
         fidelity.claim_record("04-gap", book="1655", verdict="reproduced", wrong="1,800")
 
 
+def test_a_differs_shows_its_check_holding_where_the_claim_holds(ledger):
+    r = fidelity.claim_record("04-gap", book="1655", verdict="differs", wrong=("the exact construction", True))
+    assert r["wrong"] == "holds on the exact construction"
+    with pytest.raises(ValueError, match="a 'differs' needs its check to hold"):
+        fidelity.claim_record("04-gap", book="1655", verdict="differs", wrong=("the exact construction", False))
+
+
 def test_by_construction_is_listed_but_not_counted(ledger, monkeypatch):
     recorded = []
     monkeypatch.setattr(fidelity, "_glue", recorded.append)

@@ -423,7 +423,9 @@ def claim(key: str, *, book, verdict: str, scale: str = "book", paper_scale=None
     record; a verdict must agree with them: "depends on X" needs a sweep over X that flips, and a
     sweep that flips needs that verdict). ``wrong``: ``(value, holds)``, the check's outcome on a
     plausible wrong value of what the paper states (``value`` as the page writes it); a check
-    that holds on it could not tell the paper from the wrong value and is refused. ``standard``:
+    that holds on it could not tell the paper from the wrong value and is refused. For a
+    "differs" it is the outcome on a case where the claim does hold (the exact construction, the
+    paper's own regime), which must hold: a check that fails there too is refused. ``standard``:
     the kind of claim, one of :data:`STANDARDS` (the rule its check applies). Nothing is
     displayed (the record is glued); :func:`collect` reads it back for the fidelity appendix
     (Appendix "app-fidelity").
@@ -490,10 +492,18 @@ def claim_record(key: str, *, book, verdict: str, scale: str = "book", paper_sca
             raise TypeError(f"claim {key}: wrong must be (value as the page writes it, outcome of the check on it)")
         value, holds = wrong
         value = _text("the wrong value", value)
-        if bool(holds):
+        if cls == "differs":
+            # a "differs" shows its check passing where the claim does hold (the exact construction, the
+            # paper's own stated regime): a check that fails everywhere says nothing about the paper
+            if not bool(holds):
+                raise ValueError(f"claim {key}: a 'differs' needs its check to hold on a case where the claim does "
+                                 f"hold; it fails on {value} too, so it cannot tell the paper from anything else")
+            wrong_text = f"holds on {value}"
+        elif bool(holds):
             raise ValueError(f"claim {key}: the check also holds on the plausible wrong value {value}: it cannot tell "
                              f"what the paper says from a wrong statement, so it is no test of the paper")
-        wrong_text = f"fails on {value}"
+        else:
+            wrong_text = f"fails on {value}"
     data = dict(kind="claim", paper=paper, key=key, what=_text("what", words["what"]),
                 published=_text("published", words["published"]), book=_text("book", book),
                 paper_scale=_text("paper_scale", paper_scale, allow_none=True), stored=_text("stored", stored),
