@@ -96,7 +96,9 @@ def _render_math_display(self, tokens, idx, options, env):
 
 
 def _render_code(self, tokens, idx, options, env):
-    return f'<code class="docutils literal notranslate">{_html.escape(tokens[idx].content, quote=False)}</code>'
+    # a narrow column may wrap a code chip after "_", "." or "/" (<wbr>), never inside a word
+    code = re.sub(r"(?<=[_./])(?=\w)", "<wbr>", _html.escape(tokens[idx].content, quote=False))
+    return f'<code class="docutils literal notranslate">{code}</code>'
 
 
 _EXPLICIT = re.compile(r"^(?P<title>.+?)\s*<(?P<target>[^<>]+)>$", re.S)
