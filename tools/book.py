@@ -314,31 +314,7 @@ def declared_types(nb_path: Path) -> dict:
             if p["inferred_type_name"] not in (None, "None")}
 
 
-def conforms(value, annotation: str) -> bool:
-    """Whether ``value`` fits a parameter's type hint: int, float (an int is a float), str, bool,
-    list / tuple (optionally list[X] or tuple[X, ...]) and Optional[X]."""
-    a = annotation.replace(" ", "")
-    if a.startswith("Optional[") and a.endswith("]"):
-        return value is None or conforms(value, a[len("Optional["):-1])
-    if a == "int":
-        return isinstance(value, int) and not isinstance(value, bool)
-    if a == "float":
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    if a == "str":
-        return isinstance(value, str)
-    if a == "bool":
-        return isinstance(value, bool)
-    for kind in ("list", "tuple"):
-        if a == kind:
-            return isinstance(value, (list, tuple))
-        if a.startswith(kind + "[") and a.endswith("]"):
-            inner = a[len(kind) + 1:-1].split(",")
-            if not isinstance(value, (list, tuple)):
-                return False
-            if kind == "list" or len(inner) == 1:
-                return all(conforms(v, inner[0]) for v in value)
-            return len(value) == len(inner) and all(conforms(v, t) for v, t in zip(value, inner))
-    return True   # a hint this checker does not know: not checked
+from lib.book.parameters import conforms  # noqa: E402  (one home: the grammar the notebooks check by too)
 
 
 def check_parameter_types(src: Path, parameters: dict, types: dict) -> None:
@@ -380,26 +356,74 @@ def check_parameters(src: Path, parameters: dict, nb_path: Path) -> None:
         if problem:
             raise BookError(f"{src.name}: parameter {name} {problem}, got {value!r} "
                             f"(declared: {known[name].get('help')})")
+    check_relations(src, parameters, known)
+
+
+def check_relations(src: Path, parameters: dict, known: dict) -> None:
+    """The relations between parameters the chapter declares in its registry table
+    (``relations`` in ``book/experiments/*.toml``), for the reader's values over the defaults,
+    with the settings left at None taking their column of the chosen scale."""
+    import ast
+
+    from lib.book.experiments import experiment
+    from lib.book.parameters import ParameterError
+
+    exp = experiment(src.stem)
+    if not exp.relations:
+        return
+    values = {}
+    for name, p in known.items():
+        try:
+            values[name] = ast.literal_eval(p["default"])
+        except (ValueError, SyntaxError):
+            values[name] = None
+    values.update(parameters)
+    try:
+        exp.check_relations(values, scale=values.get("scale") or "book")
+    except ParameterError as exc:
+        raise BookError(f"{src.name}: {str(exc).split(': ', 1)[-1]}") from None
 
 
 def parameters_table(src: Path) -> str:
-    """The chapter's parameters as a reader reads them: name, type, default, range, meaning."""
+    """The chapter's parameters as a reader reads them: name, type, default, range, meaning; for a
+    setting of the experiment registry its book and paper values and where it stands in the
+    paper; the relations the parameters must satisfy."""
+    from lib.book.experiments import experiment
     from tools.parameters import split_comment
 
     EXEC.mkdir(parents=True, exist_ok=True)
     work = EXEC / (src.stem + ".check.ipynb")
     to_notebook(src, work)
-    rows = [("name", "type", "default", "accepted", "what it is")]
+    exp = experiment(src.stem)
+
+    def short(v) -> str:
+        t = repr(v)
+        return t if len(t) <= 24 else t[:21] + "..."
+
+    rows = [("name", "type", "default", "book", "paper", "accepted", "what it is")]
+    wheres = {}
     for name, p in declared(work).items():
         rng, what = split_comment(p.get("help") or "")
         kind = p["inferred_type_name"] or ""
-        rows.append((name, kind, p["default"], rng.text if rng else ("True or False" if "bool" in kind else "—"),
-                     what))
-    widths = [max(len(r[j]) for r in rows) for j in range(4)]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(r[:4], widths)) + "  " + r[4] for r in rows]
+        s = exp.settings.get(name)
+        book_v, paper_v = (short(s.book), short(s.paper)) if s else ("", "")
+        if s:
+            wheres[name] = s.where
+        rows.append((name, kind, p["default"], book_v, paper_v,
+                     rng.text if rng else ("True or False" if "bool" in kind else "—"), what))
+    widths = [max(len(r[j]) for r in rows) for j in range(6)]
+    lines = []
+    for r in rows:
+        lines.append("  ".join(c.ljust(w) for c, w in zip(r[:6], widths)) + "  " + r[6])
+        if r[0] in wheres:
+            lines.append(" " * (widths[0] + 2) + f"in the paper: {wheres[r[0]]}")
     lines.insert(1, "-" * len(lines[0]))
-    return (f"{src.stem}: {title(src)}\n" + "\n".join(lines)
-            + "\nNone takes the chapter's default for its scale (scale=\"book\" or \"paper\").")
+    out = [f"{src.stem}: {title(src)}", *lines,
+           "None takes the column of the chosen scale (scale=\"book\" or \"paper\"): book and paper above, "
+           f"declared in {exp.source or 'book/experiments/*.toml'}."]
+    for r in exp.relations:
+        out.append(f"The parameters must satisfy {r.rule}: {r.why}.")
+    return "\n".join(out)
 
 
 def kernel_env() -> dict:
