@@ -1,6 +1,7 @@
 """Check the rendered book in a real headless browser (Chromium driven by Playwright).
 
     python tools/browser_check.py [_build/html]
+    python tools/browser_check.py --source [book/NN_subject.md ...]   visible code per chapter
 
 Every HTML page of the build is opened from disk (file://, as a reader would) and must:
   * request nothing from another host (any http(s)/ws request to a host other than
@@ -219,6 +220,36 @@ PHONE_PROBE = r"""
 """
 
 
+HIDDEN_TAGS = {"hide-input", "remove-input", "remove-cell"}
+
+
+def source_cells(md: Path) -> list[tuple[int, bool]]:
+    """(lines, shown) of every code cell of a chapter's jupytext source: ``shown`` is False for a
+    cell whose input is folded or removed (``hide-input``, ``remove-input``, ``remove-cell``)."""
+    import jupytext
+
+    out = []
+    for cell in jupytext.read(md).cells:
+        if cell.cell_type != "code":
+            continue
+        tags = set(cell.metadata.get("tags", []))
+        out.append((len(cell.source.rstrip("\n").split("\n")) if cell.source.strip() else 0,
+                    not (tags & HIDDEN_TAGS)))
+    return out
+
+
+def source_stats(mds) -> dict[str, dict]:
+    """Per chapter: the visible code lines a reader scrolls past, the visible cells, the longest
+    one, and the cells over :data:`MAX_CELL_LINES` lines (measured on the sources)."""
+    out = {}
+    for md in sorted(Path(m) for m in mds):
+        cells = source_cells(md)
+        shown = [n for n, vis in cells if vis]
+        out[md.stem] = {"visible_lines": sum(shown), "visible_cells": len(shown), "longest": max(shown, default=0),
+                        "over_limit": sum(n > MAX_CELL_LINES for n in shown), "all_lines": sum(n for n, _ in cells)}
+    return out
+
+
 def machine_roots() -> list[str]:
     """Folders of the machine that builds the book, which no page may show: this checkout, the
     Python installation, the user's home."""
@@ -431,6 +462,13 @@ def check_site(root: str | os.PathLike) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] == "--source":            # the page measure, on the chapters' sources
+        stats = source_stats(argv[1:] or sorted((Path(__file__).resolve().parent.parent / "book").glob("[0-9][0-9]_*.md")))
+        print(f"{'chapter':40} visible lines  cells  longest  over {MAX_CELL_LINES}  (all code lines)")
+        for name, st in stats.items():
+            print(f"{name:40} {st['visible_lines']:13d} {st['visible_cells']:6d} {st['longest']:8d} "
+                  f"{st['over_limit']:8d}  ({st['all_lines']})")
+        return 1 if any(st["over_limit"] for st in stats.values()) else 0
     root = Path(argv[0] if argv else Path(__file__).resolve().parent.parent / "_build" / "html")
     problems = check_site(root)
     n = len(pages(root.resolve()))
