@@ -13,7 +13,7 @@ export OMP_WAIT_POLICY ?= PASSIVE
 # pip's configured extra indexes that do not exist on every machine print noise; drop it
 PIPQUIET := grep -v "is ignored: it is neither a file nor a directory" || true
 
-.PHONY: book test chapter bench paper setup mathjax clean list help browser lab notebook
+.PHONY: book test chapter bench paper setup mathjax clean list help browser lab notebook pdf
 .DEFAULT_GOAL := book
 
 ## make book                 execute the chapters whose inputs changed, build _build/html
@@ -23,6 +23,10 @@ book: setup
 ## make test                 library tests, every chapter executed, strict HTML build, browser check
 test: setup browser
 	$(BIN)/python -m pytest
+
+## make pdf                  the whole book as one PDF, offline (_build/pdf/rnnbook.pdf; after make book)
+pdf: book browser
+	$(BIN)/python -m tools.pdf
 
 ## make chapter CH=N ARGS="-p NAME VALUE ..."   re-execute one chapter with other parameters
 ##                           (ARGS=--parameters lists them with their ranges; ARGS=--dry-run only checks)
