@@ -142,7 +142,7 @@ async (machineRoots) => {
   for (const p of (machineRoots || [])) if (p && vtext.includes(p)) out.machinePaths.push(p);
   out.machinePaths = [...new Set(out.machinePaths)].slice(0, 5);
   // the build itself is not the reader's business: compute times, the time budget
-  const buildRe = /compute time|\d+(?:\.\d+)?\s*s (?:wall|CPU)\b|budget of the book|over the [\w-]+ budget/gi;
+  const buildRe = /compute time|\d+(?:\.\d+)?\s*s (?:wall|CPU)\b|budget of the book|over the \d+-minute budget/gi;
   out.buildText = [...new Set(vtext.match(buildRe) || [])].slice(0, 5);
   // results tables: rendered from data by lib.book.notebook.table, cross-references resolved
   out.foreignTables = [...document.querySelectorAll(".cell_output table")]
