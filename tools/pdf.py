@@ -42,7 +42,14 @@ def build_singlehtml(root: Path = ROOT) -> Path:
     index = root / "_build" / "singlehtml" / "index.html"
     if res.returncode != 0 or not index.is_file():
         raise PdfError(f"jupyter-book singlehtml build failed (exit {res.returncode})")
-    return index
+    # jupyter-book's index.html only redirects to the root document, which holds the whole book
+    import re
+
+    m = re.search(r'url=([^"\'>\s]+)', index.read_text(), re.I)
+    page = index.parent / m[1] if m else index
+    if not page.is_file():
+        raise PdfError(f"the single page {page} is missing")
+    return page
 
 
 def print_pdf(page: Path, out: Path, timeout_ms: int = 600_000) -> Path:
