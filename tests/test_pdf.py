@@ -45,3 +45,9 @@ def test_make_pdf_builds_the_whole_book(tmp_path):
     assert pdf.main(["--out", str(out)]) == 0
     data = out.read_bytes()
     assert data.startswith(b"%PDF") and len(re.findall(rb"/Type\s*/Page\b", data)) > 50
+
+
+def test_a_missing_resource_fails_the_print(tmp_path):
+    page = _site(tmp_path, '<p>x</p><img src="_images/missing.png">')
+    with pytest.raises(pdf.PdfError, match="did not load"):
+        pdf.print_pdf(page, tmp_path / "book.pdf")

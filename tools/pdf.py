@@ -49,7 +49,11 @@ def build_singlehtml(root: Path = ROOT) -> Path:
     page = index.parent / m[1] if m else index
     if not page.is_file():
         raise PdfError(f"the single page {page} is missing")
-    return page
+    # Sphinx writes that page's links (_static/, _images/) as if it stood at the build's root,
+    # where the root document is in a folder (book/intro): it is printed from there
+    single = index.parent / "rnnbook.html"
+    single.write_text(page.read_text())
+    return single
 
 
 def print_pdf(page: Path, out: Path, timeout_ms: int = 600_000) -> Path:
@@ -63,6 +67,7 @@ def print_pdf(page: Path, out: Path, timeout_ms: int = 600_000) -> Path:
     from urllib.parse import urlsplit
 
     external: list[str] = []
+    failed: list[str] = []
     out.parent.mkdir(parents=True, exist_ok=True)
     partial = out.with_suffix(".partial.pdf")
     with sync_playwright() as pw:
@@ -79,6 +84,9 @@ def print_pdf(page: Path, out: Path, timeout_ms: int = 600_000) -> Path:
 
         context.route("**/*", route)
         tab = context.new_page()
+        # (the single page has no search index: the theme's request for it is no missing content)
+        tab.on("requestfailed", lambda req: failed.append(f"{req.url} ({req.failure})")
+               if urlsplit(req.url).scheme == "file" and not req.url.endswith("/searchindex.js") else None)
         tab.set_default_timeout(timeout_ms)
         tab.goto(page.resolve().as_uri(), wait_until="load", timeout=timeout_ms)
         tab.evaluate("""async () => {
@@ -93,9 +101,11 @@ def print_pdf(page: Path, out: Path, timeout_ms: int = 600_000) -> Path:
         tab.pdf(path=str(partial), format="A4", print_background=True, outline=True, tagged=True,
                 margin={"top": "16mm", "bottom": "16mm", "left": "14mm", "right": "14mm"})
         browser.close()
-    if external:
+    if external or failed:
         partial.unlink(missing_ok=True)
-        raise PdfError(f"{page}: requests to other hosts while printing: {', '.join(external[:3])}")
+        if external:
+            raise PdfError(f"{page}: requests to other hosts while printing: {', '.join(external[:3])}")
+        raise PdfError(f"{page}: {len(failed)} resource(s) did not load: {', '.join(failed[:3])}")
     partial.replace(out)
     return out
 
