@@ -273,11 +273,23 @@ def _configure(app, config) -> None:
         options = dict(config.html_theme_options or {})
         options.update(repository_url=url, use_repository_button=True, repository_branch="main", path_to_docs="")
         config.html_theme_options = options
-    config.html_static_path = list(config.html_static_path or []) + [str(STATIC)]
+    declared = [Path(app.confdir, p).resolve() for p in (config.html_static_path or [])]
+    if STATIC.resolve() not in declared:
+        config.html_static_path = list(config.html_static_path or []) + [str(STATIC)]
+
+
+def _fresh_static(app) -> None:
+    """Sphinx (7.4) does not overwrite a static file that already stands, changed, in an earlier
+    build: remove a stale copy of the book's stylesheet so that an edit of it reaches the pages."""
+    for source in STATIC.iterdir():
+        target = Path(app.outdir) / "_static" / source.name
+        if source.is_file() and target.is_file() and target.read_bytes() != source.read_bytes():
+            target.unlink()
 
 
 def setup(app):
     app.add_config_value("rnnbook_repository_url", None, "html")
+    app.connect("builder-inited", _fresh_static)
     app.connect("config-inited", _configure)
     app.add_css_file("rnnbook.css")
     app.add_enumerable_node(captioned_table, "table", _caption_title,
