@@ -279,12 +279,15 @@ def _configure(app, config) -> None:
 
 
 def _fresh_static(app) -> None:
-    """Sphinx (7.4) does not overwrite a static file that already stands, changed, in an earlier
-    build: remove a stale copy of the book's stylesheet so that an edit of it reaches the pages."""
+    """Sphinx copies the static files only when it writes some page: an edit of the book's
+    stylesheet alone would not reach an existing build.  Its copy is refreshed here."""
+    import shutil
+
     for source in STATIC.iterdir():
         target = Path(app.outdir) / "_static" / source.name
-        if source.is_file() and target.is_file() and target.read_bytes() != source.read_bytes():
-            target.unlink()
+        if source.is_file() and target.parent.is_dir() and \
+                (not target.is_file() or target.read_bytes() != source.read_bytes()):
+            shutil.copyfile(source, target)
 
 
 def setup(app):
