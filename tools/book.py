@@ -314,31 +314,7 @@ def declared_types(nb_path: Path) -> dict:
             if p["inferred_type_name"] not in (None, "None")}
 
 
-def conforms(value, annotation: str) -> bool:
-    """Whether ``value`` fits a parameter's type hint: int, float (an int is a float), str, bool,
-    list / tuple (optionally list[X] or tuple[X, ...]) and Optional[X]."""
-    a = annotation.replace(" ", "")
-    if a.startswith("Optional[") and a.endswith("]"):
-        return value is None or conforms(value, a[len("Optional["):-1])
-    if a == "int":
-        return isinstance(value, int) and not isinstance(value, bool)
-    if a == "float":
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    if a == "str":
-        return isinstance(value, str)
-    if a == "bool":
-        return isinstance(value, bool)
-    for kind in ("list", "tuple"):
-        if a == kind:
-            return isinstance(value, (list, tuple))
-        if a.startswith(kind + "[") and a.endswith("]"):
-            inner = a[len(kind) + 1:-1].split(",")
-            if not isinstance(value, (list, tuple)):
-                return False
-            if kind == "list" or len(inner) == 1:
-                return all(conforms(v, inner[0]) for v in value)
-            return len(value) == len(inner) and all(conforms(v, t) for v, t in zip(value, inner))
-    return True   # a hint this checker does not know: not checked
+from lib.book.parameters import conforms  # noqa: E402  (one home: the grammar the notebooks check by too)
 
 
 def check_parameter_types(src: Path, parameters: dict, types: dict) -> None:
@@ -380,26 +356,74 @@ def check_parameters(src: Path, parameters: dict, nb_path: Path) -> None:
         if problem:
             raise BookError(f"{src.name}: parameter {name} {problem}, got {value!r} "
                             f"(declared: {known[name].get('help')})")
+    check_relations(src, parameters, known)
+
+
+def check_relations(src: Path, parameters: dict, known: dict) -> None:
+    """The relations between parameters the chapter declares in its registry table
+    (``relations`` in ``book/experiments/*.toml``), for the reader's values over the defaults,
+    with the settings left at None taking their column of the chosen scale."""
+    import ast
+
+    from lib.book.experiments import experiment
+    from lib.book.parameters import ParameterError
+
+    exp = experiment(src.stem)
+    if not exp.relations:
+        return
+    values = {}
+    for name, p in known.items():
+        try:
+            values[name] = ast.literal_eval(p["default"])
+        except (ValueError, SyntaxError):
+            values[name] = None
+    values.update(parameters)
+    try:
+        exp.check_relations(values, scale=values.get("scale") or "book")
+    except ParameterError as exc:
+        raise BookError(f"{src.name}: {str(exc).split(': ', 1)[-1]}") from None
 
 
 def parameters_table(src: Path) -> str:
-    """The chapter's parameters as a reader reads them: name, type, default, range, meaning."""
+    """The chapter's parameters as a reader reads them: name, type, default, range, meaning; for a
+    setting of the experiment registry its book and paper values and where it stands in the
+    paper; the relations the parameters must satisfy."""
+    from lib.book.experiments import experiment
     from tools.parameters import split_comment
 
     EXEC.mkdir(parents=True, exist_ok=True)
     work = EXEC / (src.stem + ".check.ipynb")
     to_notebook(src, work)
-    rows = [("name", "type", "default", "accepted", "what it is")]
+    exp = experiment(src.stem)
+
+    def short(v) -> str:
+        t = repr(v)
+        return t if len(t) <= 24 else t[:21] + "..."
+
+    rows = [("name", "type", "default", "book", "paper", "accepted", "what it is")]
+    wheres = {}
     for name, p in declared(work).items():
         rng, what = split_comment(p.get("help") or "")
         kind = p["inferred_type_name"] or ""
-        rows.append((name, kind, p["default"], rng.text if rng else ("True or False" if "bool" in kind else "—"),
-                     what))
-    widths = [max(len(r[j]) for r in rows) for j in range(4)]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(r[:4], widths)) + "  " + r[4] for r in rows]
+        s = exp.settings.get(name)
+        book_v, paper_v = (short(s.book), short(s.paper)) if s else ("", "")
+        if s:
+            wheres[name] = s.where
+        rows.append((name, kind, p["default"], book_v, paper_v,
+                     rng.text if rng else ("True or False" if "bool" in kind else "—"), what))
+    widths = [max(len(r[j]) for r in rows) for j in range(6)]
+    lines = []
+    for r in rows:
+        lines.append("  ".join(c.ljust(w) for c, w in zip(r[:6], widths)) + "  " + r[6])
+        if r[0] in wheres:
+            lines.append(" " * (widths[0] + 2) + f"in the paper: {wheres[r[0]]}")
     lines.insert(1, "-" * len(lines[0]))
-    return (f"{src.stem}: {title(src)}\n" + "\n".join(lines)
-            + "\nNone takes the chapter's default for its scale (scale=\"book\" or \"paper\").")
+    out = [f"{src.stem}: {title(src)}", *lines,
+           "None takes the column of the chosen scale (scale=\"book\" or \"paper\"): book and paper above, "
+           f"declared in {exp.source or 'book/experiments/*.toml'}."]
+    for r in exp.relations:
+        out.append(f"The parameters must satisfy {r.rule}: {r.why}.")
+    return "\n".join(out)
 
 
 def kernel_env() -> dict:
@@ -687,16 +711,27 @@ def run_chapter(ch: str, params: dict, dry_run: bool = False) -> Path:
 def build_chapter_page(src: Path, nb: Path, params: dict) -> Path:
     """Render a re-executed chapter as the book renders it: jupyter-book, the book's _config.yml,
     the notation page and the bibliography, in a small book of its own under
-    _build/chapters/NN_subject/ (theorems, citations, numbered equations, offline MathJax).
-    References to other chapters stay unresolved there (a warning, not an error).  The page is
+    _build/chapters/NN_subject/ (theorems, citations, numbered equations, offline MathJax), with
+    the chapter's number in the book, references to other chapters resolved against the book's
+    build (``_build/html``; unresolved, a warning, where there is none) and a banner naming the
+    parameters that differ from the defaults (tools/chapter_page.py).  The page is
     built in ``NN_subject.building/``, which is returned once complete (the caller puts it in
     place)."""
     staging = BUILD / "chapters" / (src.stem + ".building")
     shutil.rmtree(staging, ignore_errors=True)
     (staging / "book").mkdir(parents=True)
-    for name in ("_config.yml", "references.bib", ".cache", "tools", "lib"):   # lib: the code listings
+    for name in ("references.bib", ".cache", "tools", "lib"):   # lib: the code listings
         if (ROOT / name).exists():
             (staging / name).symlink_to(ROOT / name)
+    # the book's configuration, with the chapter's number, the parameters that differ from its
+    # defaults and the book's own build for cross-references (tools/chapter_page.py)
+    from tools import chapter_page
+
+    number = chapter_page.chapter_number(src.stem)
+    defaults = declared_parameters(nb)
+    (staging / "_config.yml").write_text(chapter_page.staging_config(
+        ROOT / "_config.yml", f"book/{src.stem}", number, chapter_page.changed_parameters(params, defaults),
+        defaults, BUILD / "html", BUILD / ".doctrees" / "environment.pickle"))
     (staging / "book" / src.name).symlink_to(src)          # the .md source, offered for download
     for name in ("notation.md", "bibliography.md"):
         (staging / "book" / name).symlink_to(BOOK / name)
@@ -707,7 +742,8 @@ def build_chapter_page(src: Path, nb: Path, params: dict) -> Path:
         f"{shown}, rendered with the book's configuration. The book itself is in `_build/html`.\n")
     (staging / "_toc.yml").write_text(
         "format: jb-book\nroot: book/index\nparts:\n"
-        f"  - caption: Re-executed chapter\n    chapters:\n      - file: book/{src.stem}\n"
+        f"  - caption: Re-executed chapter\n{'    numbered: true' + chr(10) if number else ''}"
+        f"    chapters:\n      - file: book/{src.stem}\n"
         "  - caption: Front matter and references\n    chapters:\n      - file: book/notation\n"
         "      - file: book/bibliography\n")
     jb = Path(sys.executable).with_name("jupyter-book")

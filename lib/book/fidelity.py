@@ -716,11 +716,13 @@ def _markdown_outputs(path) -> str:
 
 def shown_tables(path) -> list[dict]:
     """The results tables an executed notebook displays (:func:`lib.book.notebook.table`), as the
-    data they were rendered from: ``{"header": [...], "rows": [[...], ...]}`` each, in order."""
+    data they were rendered from: ``{"header": [...], "rows": [[...], ...]}`` each, in order (a
+    table's caption and label are left out: the data is what the records must agree with)."""
     import nbformat
 
     nb = nbformat.read(Path(path), as_version=4)
-    return [out["metadata"][MIME] for cell in nb.cells if cell.cell_type == "code"
+    return [{"header": out["metadata"][MIME]["header"], "rows": out["metadata"][MIME]["rows"]}
+            for cell in nb.cells if cell.cell_type == "code"
             for out in cell.get("outputs", []) if MIME in out.get("metadata", {})]
 
 
