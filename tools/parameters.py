@@ -14,8 +14,10 @@ The comment starts with the parameter's accepted range, in this small grammar:
 A ``bool`` needs no range (its type is its range); every other parameter must declare one
 (tests/test_book_tool.py).  ``None`` is accepted where the type is ``Optional[...]``: it takes
 the default the chapter documents (for a registry setting, its value at the chosen scale).
-The executor (``tools/book.py``, ``make chapter``) checks every value the reader gives against
-its range before the kernel starts, and names the parameter and its range when one is outside.
+The executor (``make chapter``, ``tools/render.py``) checks every value the reader gives with
+:func:`check_parameters` before the kernel starts -- the name, the type hint and the range -- and
+names the parameter and its range when one is outside.  The parameters cell is read as papermill
+reads it (:func:`declared`).
 """
 from __future__ import annotations
 
@@ -24,7 +26,10 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Range", "RangeError", "parse", "split_comment"]
+from tools import sources
+
+__all__ = ["Range", "RangeError", "parse", "split_comment", "declared", "declared_parameters",
+           "declared_types", "declared_ranges", "conforms", "check_parameters", "parameters_table"]
 
 
 class RangeError(ValueError):
@@ -160,3 +165,114 @@ def split_comment(comment: str) -> tuple[Range | None, str]:
         except RangeError:
             continue
     return None, (comment or "").strip()
+
+
+# ------------------------------------------------------------------- a chapter's parameters cell
+
+def declared(nb_path: Path) -> dict:
+    """The ``parameters`` cell as papermill reads it (``papermill.inspect_notebook``): name ->
+    {"default": source text, "inferred_type_name": the type hint, "help": the comment}.  Chapters
+    write one ``name: type = value  # help`` per line, so nothing is lost in this reading
+    (tests/test_book_tool.py compares it with the names the cell really defines)."""
+    import nbformat
+    import papermill
+
+    nb = nbformat.read(nb_path, as_version=4)
+    if not any(c.cell_type == "code" and "parameters" in c.metadata.get("tags", []) for c in nb.cells):
+        raise sources.BookError(f"{nb_path.name}: no cell tagged 'parameters' (every chapter needs one)")
+    return papermill.inspect_notebook(str(nb_path))
+
+
+def declared_parameters(nb_path: Path) -> dict:
+    """Name -> default expression (source text) of every parameter."""
+    return {name: p["default"] for name, p in declared(nb_path).items()}
+
+
+def declared_types(nb_path: Path) -> dict:
+    """Name -> type hint as written ("int", "list[float]", "Optional[int]", ...); parameters
+    without a hint are absent."""
+    return {name: p["inferred_type_name"] for name, p in declared(nb_path).items()
+            if p["inferred_type_name"] not in (None, "None")}
+
+
+def conforms(value, annotation: str) -> bool:
+    """Whether ``value`` fits a parameter's type hint: int, float (an int is a float), str, bool,
+    list / tuple (optionally list[X] or tuple[X, ...]) and Optional[X]."""
+    a = annotation.replace(" ", "")
+    if a.startswith("Optional[") and a.endswith("]"):
+        return value is None or conforms(value, a[len("Optional["):-1])
+    if a == "int":
+        return isinstance(value, int) and not isinstance(value, bool)
+    if a == "float":
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if a == "str":
+        return isinstance(value, str)
+    if a == "bool":
+        return isinstance(value, bool)
+    for kind in ("list", "tuple"):
+        if a == kind:
+            return isinstance(value, (list, tuple))
+        if a.startswith(kind + "[") and a.endswith("]"):
+            inner = a[len(kind) + 1:-1].split(",")
+            if not isinstance(value, (list, tuple)):
+                return False
+            if kind == "list" or len(inner) == 1:
+                return all(conforms(v, inner[0]) for v in value)
+            return len(value) == len(inner) and all(conforms(v, t) for v, t in zip(value, inner))
+    return True   # a hint this checker does not know: not checked
+
+
+def check_parameter_types(src: Path, parameters: dict, types: dict) -> None:
+    """A BookError naming the first parameter whose value does not fit its type hint."""
+    for name, value in parameters.items():
+        if name in types and not conforms(value, types[name]):
+            raise sources.BookError(f"{src.name}: parameter {name} must be {types[name]}, got {value!r} "
+                            f"({type(value).__name__})")
+
+
+def declared_ranges(nb_path: Path) -> dict:
+    """Name -> :class:`tools.parameters.Range` of every parameter whose comment declares its
+    accepted range (``name: int = 3  # ≥ 1: what it is``, grammar in ``tools/parameters.py``)."""
+    out = {}
+    for name, p in declared(nb_path).items():
+        rng, _ = split_comment(p.get("help") or "")
+        if rng is not None:
+            out[name] = rng
+    return out
+
+
+def check_parameters(src: Path, parameters: dict, nb_path: Path) -> None:
+    """Every check a reader's values get before a kernel starts, each a BookError naming the
+    parameter: a name the parameters cell does not declare, a value of the wrong type, a value
+    outside the parameter's declared range (``None`` passes where the type is Optional)."""
+    known = declared(nb_path)
+    unknown = sorted(set(parameters) - set(known))
+    if unknown:
+        raise sources.BookError(f"{src.name}: unknown parameter(s) {', '.join(unknown)}; "
+                        f"the parameters cell declares: {', '.join(known)}")
+    check_parameter_types(src, parameters, declared_types(nb_path))
+    ranges = declared_ranges(nb_path)
+    for name, value in parameters.items():
+        if value is None or name not in ranges:
+            continue
+        problem = ranges[name].problem(value, base=sources.BOOK)
+        if problem:
+            raise sources.BookError(f"{src.name}: parameter {name} {problem}, got {value!r} "
+                            f"(declared: {known[name].get('help')})")
+
+
+def parameters_table(src: Path) -> str:
+    """The chapter's parameters as a reader reads them: name, type, default, range, meaning."""
+    with sources.as_notebook(src, "check") as work:
+        cell = declared(work)
+    rows = [("name", "type", "default", "accepted", "what it is")]
+    for name, p in cell.items():
+        rng, what = split_comment(p.get("help") or "")
+        kind = p["inferred_type_name"] or ""
+        rows.append((name, kind, p["default"], rng.text if rng else ("True or False" if "bool" in kind else "—"),
+                     what))
+    widths = [max(len(r[j]) for r in rows) for j in range(4)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r[:4], widths)) + "  " + r[4] for r in rows]
+    lines.insert(1, "-" * len(lines[0]))
+    return (f"{src.stem}: {sources.title(src)}\n" + "\n".join(lines)
+            + "\nNone takes the chapter's default for its scale (scale=\"book\" or \"paper\").")
