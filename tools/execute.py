@@ -307,6 +307,7 @@ def execute(selected: list[str] | None = None, force: bool = False, jobs: int | 
     try:
         while pending or running:
             ready = sorted((s for s in pending if before[s] <= done), key=lambda s: (-expected[s], s.stem))
+            assert ready or running, "no chapter can start: the prerequisites form a cycle"
             for src in ready[:jobs - len(running)]:
                 pending.remove(src)
                 running[pool.submit(_execute_one, src, b)] = src
@@ -327,12 +328,12 @@ def execute(selected: list[str] | None = None, force: bool = False, jobs: int | 
                         ran.append(src.stem)
                         chapter_seconds += wall
                     say(f"[book] {b.tag(src)}: {message}")
-    except BaseException:
+    except BaseException as exc:
         b.stop.set()
         kernel.kill_kernels()
         pool.shutdown(wait=True, cancel_futures=True)
-        say("[book] interrupted: the chapters under way were stopped and nothing of theirs was published",
-            err=True)
+        why = "interrupted" if isinstance(exc, KeyboardInterrupt) else f"stopped by {type(exc).__name__}"
+        say(f"[book] {why}: the chapters under way were stopped and nothing of theirs was published", err=True)
         raise
     pool.shutdown(wait=True)
     wall = time.perf_counter() - b.t0

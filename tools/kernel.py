@@ -13,6 +13,7 @@ listens on a port); the folder is removed when the kernel has shut down.
 """
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
