@@ -16,7 +16,10 @@ non-finite values of ``tests/test_boundary.py``, which itself allows no obscure 
 faults of the executor and of the kernels are tests of their own below, one per fault; those of
 the stored runs are ``tests/test_stored_runs.py`` (changed, missing or swapped files) and
 ``tests/test_storage_faults.py`` (crafted, truncated and foreign files, a full disk, a second
-process, a join killed at each of its writes), whose rows this table prints after the bad inputs.
+process, a join killed at each of its writes), and those of the executor with two workers are
+``tests/test_executor_faults.py`` (a second build or ``make chapter`` of a chapter under way, a
+chapter failing beside a running one, Ctrl-C during two chapters, a truncated timings file, a
+chapter without a record); this table prints their rows after the bad inputs.
 
     python -m tests.test_fault_injection     prints the table and its totals (from the repository's root)
 """
@@ -653,16 +656,19 @@ def test_a_corrupt_record_is_reported_in_one_line_and_treated_as_absent(fake_boo
     assert book.execute() == []
 
 
-@pytest.mark.parametrize("content", ["{truncated", "null"])
-def test_a_corrupt_timings_file_is_reported_in_one_line_and_rewritten(fake_book, capsys, content):
+@pytest.mark.parametrize("content", ["{truncated", "null", "", '{"chapters": {"50_fake": {"seconds": 0.1}}}'])
+def test_a_corrupt_or_false_timings_file_is_rebuilt_from_the_records(fake_book, content):
+    """Whatever timings.json holds -- garbage, nothing, or a number nobody measured -- the build
+    rewrites it from the chapters' records alone."""
     from tools import sources
 
     book, src, out, record, calls = fake_book
-    sources.TIMINGS.parent.mkdir(parents=True, exist_ok=True)
+    book.execute()
+    measured = json.loads(record.read_text())["seconds"]
     sources.TIMINGS.write_text(content)
-    assert book.execute() == ["50_fake"]
-    assert "timings.json" in capsys.readouterr().err
-    assert set(json.loads(sources.TIMINGS.read_text())["chapters"]) == {"50_fake"}
+    assert book.execute() == []                                       # nothing to execute; rebuilt still
+    timings = json.loads(sources.TIMINGS.read_text())
+    assert timings["chapters"]["50_fake"]["seconds"] == measured and timings["missing"] == []
     assert out.is_file() and record.is_file()
 
 
@@ -919,7 +925,15 @@ def main() -> int:
         print(f"{r['outcome']:<6}  {r['case']}\n        {r['what'][:300]}")
     failed = sum(r["outcome"] != "holds" for r in faults)
     print(f"{len(faults)} faults of the stored runs: {len(faults) - failed} hold, {failed} fail")
-    return 0 if not counts["silent"] and counts["obscure"] <= 5 and not failed else 1
+    # the executor with two workers (tests/test_executor_faults.py)
+    with tempfile.TemporaryDirectory(prefix="executor-faults-") as folder:
+        executor = _sibling("test_executor_faults").table(Path(folder))
+    print()
+    for r in executor:
+        print(f"{r['outcome']:<6}  {r['case']}\n        {r['what'][:300]}")
+    broken = sum(r["outcome"] != "holds" for r in executor)
+    print(f"{len(executor)} faults of the executor: {len(executor) - broken} hold, {broken} fail")
+    return 0 if not counts["silent"] and counts["obscure"] <= 5 and not failed and not broken else 1
 
 
 if __name__ == "__main__":
