@@ -364,3 +364,22 @@ def table(folder: Path) -> list[dict]:
         except BaseException as exc:  # noqa: BLE001 - the table reports it
             out.append({"case": name, "outcome": "FAILS", "what": f"{type(exc).__name__}: {exc}"[:300]})
     return out
+
+
+def test_the_build_time_report_gives_its_verdict_on_what_was_measured():
+    """The appendix's verdict: on the last build's wall time when that build executed every
+    chapter, else on the sum; over the budget says so; bad records are refused naming timings."""
+    from lib.book import buildtime
+
+    timings = {"chapters": {"01_a": {"seconds": 500.0}, "02_b": {"seconds": 500.0}}, "missing": []}
+    _, rows, caption = buildtime.report(timings)
+    assert rows[-1][1] == "**1000.0**" and re.search(r"\bover\b", caption)          # 16.7 min > 15
+    build = {"executed": ["01_a", "02_b", "99_c"], "wall_seconds": 520.0, "chapter_seconds": 1000.0,
+             "workers": 2, "finished": "today"}
+    _, _, caption = buildtime.report(timings, build)
+    assert "8.7 minutes of wall time, within" in caption and "1.92 times" in caption
+    _, _, caption = buildtime.report(timings, {**build, "executed": ["01_a"]})    # a partial build: the sum
+    assert re.search(r"\bover\b", caption) and "wall time" not in caption
+    for bad in ({"01_a": {"seconds": 1.0}}, {"chapters": {"01_a": {"seconds": -1}}}, {"chapters": {}}):
+        with pytest.raises(ValueError, match="timings"):
+            buildtime.report(bad)
