@@ -917,24 +917,18 @@ def main() -> int:
         print(f"{r['outcome']:<10}  {r['case']:<{width}}  {r['what'][:150]}")
     counts = {k: sum(r["outcome"] == k for r in rows) for k in ("named", "documented", "obscure", "silent")}
     print(f"{len(rows)} bad inputs: " + ", ".join(f"{v} {k}" for k, v in counts.items()))
-    # the stored runs, group files, checkpoints and manifest (tests/test_storage_faults.py)
-    with tempfile.TemporaryDirectory(prefix="storage-faults-") as folder:
-        faults = _sibling("test_storage_faults").table(Path(folder))
-    print()
-    for r in faults:
-        print(f"{r['outcome']:<6}  {r['case']}\n        {r['what'][:300]}")
-    failed = sum(r["outcome"] != "holds" for r in faults)
-    print(f"{len(faults)} faults of the stored runs: {len(faults) - failed} hold, {failed} fail")
-    # the executor with two workers (tests/test_executor_faults.py)
-    with tempfile.TemporaryDirectory(prefix="executor-faults-") as folder:
-        executor = _sibling("test_executor_faults").table(Path(folder))
-    print()
-    for r in executor:
-        print(f"{r['outcome']:<6}  {r['case']}\n        {r['what'][:300]}")
-    broken = sum(r["outcome"] != "holds" for r in executor)
-    print(f"{len(executor)} faults of the executor: {len(executor) - broken} hold, {broken} fail")
-    return 0 if not counts["silent"] and counts["obscure"] <= 5 and not failed and not broken else 1
-
+    failed = 0
+    # the stored runs, group files, checkpoints and manifest; the executor with two workers
+    for module, what in (("test_storage_faults", "the stored runs"), ("test_executor_faults", "the executor")):
+        with tempfile.TemporaryDirectory(prefix=f"{module}-") as folder:
+            faults = _sibling(module).table(Path(folder))
+        print()
+        for r in faults:
+            print(f"{r['outcome']:<6}  {r['case']}\n        {r['what'][:300]}")
+        broken = sum(r["outcome"] != "holds" for r in faults)
+        print(f"{len(faults)} faults of {what}: {len(faults) - broken} hold, {broken} fail")
+        failed += broken
+    return 0 if not counts["silent"] and counts["obscure"] <= 5 and not failed else 1
 
 if __name__ == "__main__":
     sys.exit(main())
