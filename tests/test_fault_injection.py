@@ -930,5 +930,6 @@ def main() -> int:
         failed += broken
     return 0 if not counts["silent"] and counts["obscure"] <= 5 and not failed else 1
 
+
 if __name__ == "__main__":
     sys.exit(main())
