@@ -7,8 +7,8 @@
 **Order.** The chapters are independent; an appendix that reads their fidelity records starts
 when every chapter has finished, one that reads their wall times when every other chapter has
 (their front matter says so: :func:`tools.sources.prerequisites`).  Of the chapters that may
-start, the longest (by its last recorded wall time) starts first, so that the workers finish
-together.  Each worker drives one kernel from a thread of this process; with ``jobs`` > 1 each
+start, the longest (by its last recorded wall time; one without a record counts as longest) starts
+first, so that the workers finish together.  Each worker drives one kernel from a thread of this process; with ``jobs`` > 1 each
 kernel gets an equal share of the cores (one thread each on a 2-core machine: OpenMP, MKL and
 OpenBLAS, which torch follows).
 
@@ -178,10 +178,11 @@ def timings_seen(src: Path) -> str | None:
 
 
 def expected_seconds(src: Path) -> float:
-    """The chapter's last recorded wall time (its record, else the timings), else 0."""
+    """The chapter's last recorded wall time; infinity for a chapter without a record (new, or
+    changed since it failed): one of unknown length starts before those known to be short."""
     rec = read_json(record_path(src), f"the execution record of {src.stem}") or {}
-    seconds = rec.get("seconds", (read_timings().get(src.stem) or {}).get("seconds", 0.0))
-    return float(seconds) if isinstance(seconds, (int, float)) and not isinstance(seconds, bool) else 0.0
+    seconds = rec.get("seconds")
+    return float(seconds) if isinstance(seconds, (int, float)) and not isinstance(seconds, bool) else float("inf")
 
 
 def default_jobs() -> int:
