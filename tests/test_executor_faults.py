@@ -40,8 +40,8 @@ scale = "book"
 ```
 
 ```{{code-cell}} ipython3
-import pathlib, time
-pathlib.Path({mark!r}).write_text("started")
+import pathlib, time, torch
+pathlib.Path({mark!r}).write_text(str(torch.get_num_threads()))       # started, with its threads
 time.sleep({seconds})
 ```
 
@@ -186,7 +186,7 @@ def row(name: str):
 
 
 @row("two builds of one chapter at once (processes): the second is refused for it in one line naming the first; "
-     "the first publishes its own notebook under its record")
+     "the first publishes its own notebook under its record, executed with its share of the cores in torch")
 def two_builds(tmp: Path) -> str:
     marks = _book(tmp, {"50_slow": (6, "")})
     first = _start(tmp, "build")
@@ -199,6 +199,8 @@ def two_builds(tmp: Path) -> str:
     assert second.returncode == 2 and refusal and f"pid {first.pid}" in refusal[0], (out2, err2)
     bound, text = _published(tmp, "50_slow")
     assert bound and "'50_slow'" in text
+    from tools.execute import default_jobs
+    assert marks["50_slow"].read_text() == str(max(1, default_jobs() // 2))   # the kernel's share of the cores
     return refusal[0][:200]
 
 
