@@ -228,6 +228,8 @@ def _execute_one(src: Path, b: _Build) -> tuple[str, float, str]:
 
 
 def _execute_locked(src: Path, b: _Build) -> tuple[str, float, str]:
+    if b.stop.is_set():
+        return "interrupted", 0.0, "interrupted"
     record = record_path(src)
     out = src.with_suffix(".ipynb")
     digest = sources.input_digest(src, b.lib_hash)
@@ -331,8 +333,12 @@ def execute(selected: list[str] | None = None, force: bool = False, jobs: int | 
                     say(f"[book] {b.tag(src)}: {message}")
     except BaseException as exc:
         b.stop.set()
-        kernel.kill_kernels()
-        pool.shutdown(wait=True, cancel_futures=True)
+        pool.shutdown(wait=False, cancel_futures=True)
+        while running:                    # a kernel that was starting is killed once it has a process
+            kernel.kill_kernels()
+            finished, _ = wait(running, timeout=0.5)
+            for future in finished:
+                running.pop(future)
         why = "interrupted" if isinstance(exc, KeyboardInterrupt) else f"stopped by {type(exc).__name__}"
         say(f"[book] {why}: the chapters under way were stopped and nothing of theirs was published", err=True)
         raise

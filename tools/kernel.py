@@ -87,26 +87,28 @@ def _ipc_kernel_manager(folders: list[str], env: dict):
 
 def kill_kernels() -> int:
     """Kill (SIGKILL, with their process groups) the kernels this process started that are still
-    running; returns how many.  The executor calls it on Ctrl-C: a kernel runs in a session of its
-    own, so the terminal's interrupt does not reach it, and the thread that drives it would
-    otherwise wait for its chapter to finish."""
+    running; returns how many.  The executor calls it on Ctrl-C, until its workers have stopped: a
+    kernel runs in a session of its own, so the terminal's interrupt does not reach it, and the
+    thread that drives it would otherwise wait for its chapter to finish.  A kernel still being
+    started (no process yet) stays registered, for the next call."""
     with _KERNELS_LOCK:
         managers = list(_KERNELS)
-        _KERNELS.clear()
     killed = 0
     for km in managers:
         provisioner = getattr(km, "provisioner", None)
         pid, pgid = getattr(provisioner, "pid", None), getattr(provisioner, "pgid", None)
+        if not (pid or pgid):
+            continue
         try:
             if pgid:
                 os.killpg(pgid, signal.SIGKILL)
-            elif pid:
-                os.kill(pid, signal.SIGKILL)
             else:
-                continue
+                os.kill(pid, signal.SIGKILL)
             killed += 1
         except OSError:                     # gone already
             pass
+        with _KERNELS_LOCK:
+            _KERNELS.discard(km)
     return killed
 
 
