@@ -7,13 +7,17 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 MATHJAX_VERSION := 3.2.2
 MATHJAX := .cache/mathjax/mathjax/es5/tex-mml-chtml.js
+# hover previews of cross-references (sphinx-tippy): tippy.js and Popper, served from the build
+TIPPY_VERSION := 6.3.7
+POPPER_VERSION := 2.11.8
+TIPPY := .cache/tippy/tippy-bundle.umd.min.js
 # OpenMP threads that wait for work sleep instead of spinning: on a loaded machine a spinning
 # second thread turned a 6 ms training step into 11-160 ms (one PASSIVE run: 4.5-9 ms)
 export OMP_WAIT_POLICY ?= PASSIVE
 # pip's configured extra indexes that do not exist on every machine print noise; drop it
 PIPQUIET := grep -v "is ignored: it is neither a file nor a directory" || true
 
-.PHONY: book test chapter bench paper setup mathjax clean list help browser lab notebook
+.PHONY: book test chapter bench paper setup mathjax clean list help browser lab notebook pdf
 .DEFAULT_GOAL := book
 
 ## make book [J=N]           execute the chapters whose inputs changed (N at once; default: the
@@ -24,6 +28,10 @@ book: setup
 ## make test                 library tests, every chapter executed, strict HTML build, browser check
 test: setup browser
 	$(BIN)/python -m pytest
+
+## make pdf                  the whole book as one PDF, offline (_build/pdf/rnnbook.pdf; after make book)
+pdf: book browser
+	$(BIN)/python -m tools.pdf
 
 ## make chapter CH=N ARGS="-p NAME VALUE ..."   re-execute one chapter with other parameters
 ##                           (ARGS=--parameters lists them with their ranges; ARGS=--dry-run only checks)
@@ -45,7 +53,7 @@ paper: setup
 bench: setup
 	$(BIN)/python -m benchmarks.run $(ARGS)
 
-setup: $(STAMP) $(MATHJAX)
+setup: $(STAMP) $(MATHJAX) $(TIPPY)
 
 # the Python version is checked before a venv is made; the stamp is written only after both
 # installs succeeded (pip's exit status passes through the filter: pipefail)
@@ -99,6 +107,14 @@ $(MATHJAX):
 	npm install --silent --no-save --no-audit --no-fund --prefix .cache/npm mathjax@$(MATHJAX_VERSION)
 	rm -rf .cache/mathjax && mkdir -p .cache/mathjax/mathjax
 	cp -r .cache/npm/node_modules/mathjax/es5 .cache/mathjax/mathjax/es5
+	@test -f $@
+
+# the hover previews' two scripts, from the npm registry like MathJax (the book works offline)
+$(TIPPY):
+	@command -v npm >/dev/null || { echo "npm is needed to install tippy.js (Debian: apt-get install npm)"; exit 2; }
+	npm install --silent --no-save --no-audit --no-fund --prefix .cache/npm tippy.js@$(TIPPY_VERSION) @popperjs/core@$(POPPER_VERSION)
+	rm -rf .cache/tippy && mkdir -p .cache/tippy
+	cp .cache/npm/node_modules/tippy.js/dist/tippy-bundle.umd.min.js .cache/npm/node_modules/@popperjs/core/dist/umd/popper.min.js .cache/tippy/
 	@test -f $@
 
 clean:

@@ -26,6 +26,8 @@ Modules, by subject:
     diagonal         diagonal linear recurrences h_t = lam h_{t-1} + u_t: scan, in-place loop with
                      its adjoint backward, reference (the state update of every diagonal RNN)
     gated            gated diagonal linear RNNs (eq. 2), the attention construction, polynomials
+    gated_analysis   what a trained gated RNN computes, read off its weights: memory x input kernels,
+                     their ranks and degrees, the exact compact network, zero weights, App. B.2's merge
     recurrent_cells  LRU / LSTM / GRU networks, the LSTM construction of App. A, ModuleStack
     gated_step       the stacked gated RNNs' training step with a hand-written backward (gated.c)
     recurrent_step   the LRU / LSTM / GRU networks' training step, hand-written backward (recurrent.c)
@@ -36,6 +38,8 @@ Modules, by subject:
     icl              in-context linear regression, eta*, the optimal one-step GD loss
   Part IV and shared
     realizations     the four realizations of a convolution as an RNN
+    diagonal_ntk     the tangent kernel of diagonal (and input-gated) linear RNNs in Markov-parameter
+                     space, its wide limit from the moments of lam, kernel-regime GD in tap space
     data             the S1 recording and the protein secondary-structure set (checksummed)
     kernels          the loader of the small C kernels (compiled on first use, checked, cached)
     storage          files that survive a crash, a full disk and a second process: atomic

@@ -59,6 +59,8 @@ def test_fidelity_appendix_agrees_with_the_chapters(executed):
     records = fidelity.collect(chapters)
     assert {r["paper"] for r in records} == set(fidelity.PAPERS)
     assert fidelity.unrecorded(records) == []          # every claim of the ledgers is checked by a chapter
+    # every counted verdict could have failed: its check has an outcome on a plausible wrong value
+    assert fidelity.uncontrolled(records) == [], "counted claims without a control"
     (appendix,) = [s.with_suffix(".ipynb") for s in executed if "records" in book.dependencies(s)["reads"]]
     assert fidelity.appendix_disagreements(appendix, records) == []
 

@@ -54,13 +54,14 @@ def _notebook(bundle) -> dict:
                                     "data": data, "metadata": metadata}]}]}
 
 
-def build(tmp_path, rows) -> subprocess.CompletedProcess:
+def build(tmp_path, rows, caption=None, label=None, numbered=False, extra="") -> subprocess.CompletedProcess:
     (tmp_path / "book").mkdir()
     (tmp_path / "conf.py").write_text(CONF)
-    (tmp_path / "index.md").write_text("# Index\n\n```{toctree}\nwidths\nbook/07_chapter\n```\n")
-    (tmp_path / "widths.md").write_text(PAGE.format())
+    toctree = ":numbered:\n" if numbered else ""
+    (tmp_path / "index.md").write_text(f"# Index\n\n```{{toctree}}\n{toctree}widths\nbook/07_chapter\n```\n")
+    (tmp_path / "widths.md").write_text(PAGE.format() + extra)
     # the output exactly as lib.book.notebook.table displays it in a chapter
-    bundle = tables.Table(["claim", "shown in", "equation"], rows)._repr_mimebundle_()
+    bundle = tables.Table(["claim", "shown in", "equation"], rows, caption, label)._repr_mimebundle_()
     (tmp_path / "book" / "07_chapter.ipynb").write_text(json.dumps(_notebook(bundle)))
     (tmp_path / "book" / "07_chapter.md").write_text("the chapter's jupytext source\n")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
@@ -85,6 +86,26 @@ def test_table_cross_references_resolve_like_the_prose(tmp_path):
     assert page.count("<table") == 1 and "a | b" in page
     assert (tmp_path / "_build" / "_static" / "rnnbook.css").is_file()
     assert "_static/rnnbook.css" in page
+
+
+def test_a_captioned_table_is_numbered_and_referable(tmp_path):
+    res = build(tmp_path, [["x", "—", "—"]], caption="What $\\nu_W$ does to the gap", label="tab-gap",
+                numbered=True, extra="\nAs {numref}`tab-gap` shows, and {ref}`tab-gap`.\n")
+    assert res.returncode == 0, res.stderr[-3000:]
+    page = (tmp_path / "_build" / "book" / "07_chapter.html").read_text()
+    assert '<div class="rnnbook-captioned" id="tab-gap">' in page
+    assert '<caption><span class="caption-number">Table 2.1 </span><span class="caption-text">What ' \
+           '<span class="math notranslate nohighlight">\\(\\nu_W\\)</span> does to the gap</span></caption>' in page
+    widths = (tmp_path / "_build" / "widths.html").read_text()
+    assert 'href="book/07_chapter.html#tab-gap"><span class="std std-numref">Table 2.1</span></a>' in widths
+    assert 'href="book/07_chapter.html#tab-gap"><span class="std std-ref">What \\(\\nu_W\\) does to the gap' in widths
+
+
+def test_a_table_without_a_label_is_numbered_too(tmp_path):
+    res = build(tmp_path, [["x", "—", "—"]], caption="Plain", numbered=True)
+    assert res.returncode == 0, res.stderr[-3000:]
+    page = (tmp_path / "_build" / "book" / "07_chapter.html").read_text()
+    assert '<span class="caption-number">Table 2.1 </span><span class="caption-text">Plain</span>' in page
 
 
 def test_a_missing_label_in_a_table_fails_the_strict_build(tmp_path):

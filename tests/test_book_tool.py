@@ -467,7 +467,10 @@ def test_list_shows_numbers_and_titles():
 def test_parameters_lists_every_parameter_with_its_range():
     res = run_tool("chapter", "07", "--parameters")
     assert res.returncode == 0, res.stderr
-    assert re.search(r"^max_len\s+Optional\[int\]\s+None\s+≥ 1\s+their lengths", res.stdout, re.M), res.stdout
+    # a registry setting: its default None, its book and paper values, its range, and where it stands
+    assert re.search(r"^max_len\s+Optional\[int\]\s+None\s+12\s+60\s+≥ 1\s+their lengths", res.stdout, re.M), res.stdout
+    assert "in the paper: the book's random data sets" in res.stdout
+    assert "The parameters must satisfy low_dim < a" in res.stdout
 
 
 def _help_examples() -> list[str]:

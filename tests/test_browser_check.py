@@ -92,6 +92,51 @@ DEFECTS = {
         '<div class="cell_output docutils container"><div class="output text_html"><div class="rnnbook-table">'
         '<table class="table"><tr><th>shown in</th></tr><tr><td><a class="rnnbook-xref" data-role="ref" '
         'data-target="sec-width" data-title="">sec-width</a></td></tr></table></div></div></div>'),
+    # (11_learning_attention_teacher, 98_performance) a boolean as a table cell and as a bold word
+    "bare_words.html": ARTICLE.format(
+        '<div class="rnnbook-table"><table class="table"><caption>c</caption><tr><th>snapshot</th><th>solved</th></tr>'
+        "<tr><td>1000</td><td>True</td></tr></table></div><p>Kernel in use: <strong>True</strong>.</p>"),
+    # (06_s1_real_data, 99_reproducibility) the build's own bookkeeping printed for the reader
+    "build_text.html": ARTICLE.format(
+        OUTPUT.format(kind="stream", text="chapter compute time so far 112 s wall, 80 s CPU")
+        + "<p>Executing all chapters took 15.6 minutes, over the 15-minute budget of the book.</p>"),
+    # (02_two_tangent_kernels, 03_implicit_bias_short_memory) TeX left as text in figure captions
+    "raw_tex_caption.html": ARTICLE.format(
+        '<figure><img src="ok.png"><figcaption><p><span class="caption-number">Fig. 2.3 </span>'
+        "The points follow the dashed n^{-1/2} reference line.</p></figcaption></figure>"
+        '<figure><img src="ok.png"><figcaption><p>with the bound ρ_max ν_W^{j-1} dashed</p></figcaption></figure>'),
+    # (every chapter) a results table with neither number nor caption
+    "12_uncaptioned.html": ARTICLE.format(
+        '<a href="_sources/12_uncaptioned.md">.md</a><div class="rnnbook-table"><table class="table">'
+        "<tr><th>hidden neurons</th><th>loss</th></tr><tr><td>80</td><td>0.1</td></tr></table></div>"),
+    # (13_lru_lstm_gru) a 135-line cell of bookkeeping shown to the reader
+    "13_long_cell.html": ARTICLE.format(
+        '<a href="_sources/13_long_cell.md">.md</a><div class="cell docutils container"><div class="cell_input '
+        'docutils container"><div class="highlight"><pre>' + "\n".join(f"row_{i} = {i}" for i in range(40))
+        + "</pre></div></div></div>"),
+    # (every chapter, at 390 px) code that wraps in the middle of an identifier
+    "midword.html": '<html><body><article class="bd-article"><div class="highlight">'
+                    '<pre style="white-space:pre-wrap;overflow-wrap:anywhere">'
+                    + "gen=torch.Generator().manual_seed(theseedofthischapterandofeverydrawbelowit)"
+                    + "</pre></div></article></body></html>",
+}
+
+# the same pages without their defect: each passes
+CLEAN = {
+    "14_captioned.html": HEAD + "<body>" + ARTICLE.format(
+        '<a href="_sources/14_captioned.md">.md</a><div class="rnnbook-table"><table class="table"><caption>'
+        '<span class="caption-number">Table 14.1 </span><span class="caption-text">Loss by width '
+        '<span class="math notranslate nohighlight">\\(\\nu_W^{j-1}\\)</span></span></caption>'
+        "<tr><th>hidden neurons</th><th>solved</th></tr><tr><td>80</td><td>yes</td></tr></table></div>"
+        '<div class="cell docutils container tag_hide-input"><div class="cell_input docutils container">'
+        '<div class="highlight"><pre>' + "\n".join(f"row_{i} = {i}" for i in range(40)) + "</pre></div></div></div>"
+        '<div class="cell docutils container"><div class="cell_input docutils container"><div class="highlight"><pre>'
+        + "\n".join(f"x_{i} = {i}" for i in range(30)) + "</pre></div></div></div>"
+        "<p>The chapter runs at <code>book_only=True</code>; the run took 3 minutes of training.</p>") + "</body></html>",
+    "nowrap.html": '<html><body><article class="bd-article"><div class="highlight" style="overflow-x:auto">'
+                   '<pre style="white-space:pre-wrap">'
+                   + "gen=torch.Generator().manual_seed(theseedofthischapterandofeverydrawbelowit)"
+                   + "</pre></div></article></body></html>",
 }
 
 
@@ -117,7 +162,8 @@ def problems(tmp_path_factory):
     (site / "_sources").mkdir()
     (site / "_sources" / "08_with_source.md").write_text("# a chapter source\n")
     (site / "_sources" / "07_no_source.ipynb").write_text("{}")
-    for name, html in {**PAGES, **DEFECTS, "clean_table.html": clean_table_page()}.items():
+    (site / "_sources" / "14_captioned.md").write_text("# a chapter source\n")
+    for name, html in {**PAGES, **DEFECTS, **CLEAN, "clean_table.html": clean_table_page()}.items():
         (site / name).write_text(html)
     return browser_check.check_site(site)
 
@@ -198,7 +244,22 @@ def test_a_results_table_rendered_from_data_passes_with_its_math_typeset(problem
     ("warning.html", "a path of the build machine in the page: '/home/builder/rnnbook/.venv/lib/python3.11/site-packages"),
     ("machine_path.html", "a path of the build machine in the page: '/home/builder/rnnbook/results'"),
     ("unresolved_xref.html", "was not resolved: 'sec-width'"),
+    ("bare_words.html", "a bare boolean shown to the reader: td «True»"),
+    ("bare_words.html", "a bare boolean shown to the reader: strong «True» in «Kernel in use: True.»"),
+    ("build_text.html", "text about the build on a reader's page: 'compute time'"),
+    ("build_text.html", "text about the build on a reader's page: '112 s wall'"),
+    ("build_text.html", "text about the build on a reader's page: 'over the 15-minute budget'"),
+    ("raw_tex_caption.html", "raw TeX in a caption (write its math as $...$): 'The points follow the dashed n^{-1/2}"),
+    ("raw_tex_caption.html", "raw TeX in a caption (write its math as $...$): 'with the bound ρ_max ν_W^{j-1}"),
+    ("12_uncaptioned.html", "a table without a caption"),
+    ("13_long_cell.html", "1 visible code cell(s) longer than 30 lines (40)"),
+    ("midword.html", "a word broken in the middle at 390 px"),
 ])
 def test_each_defect_a_reader_met_fails(problems, page, words):
     found = of(problems, page)
     assert any(words in p for p in found), found
+
+
+@pytest.mark.parametrize("page", sorted(CLEAN))
+def test_the_same_pages_without_their_defect_pass(problems, page):
+    assert of(problems, page) == []

@@ -183,7 +183,7 @@ def test_collect_reads_every_record_in_order(appendix):
         ("emami", "01-d", "01_first"), ("emami", "01-slip", "01_first"), ("zucchet", "02-c", "02_second")]
     assert records[0]["book"] == "0.75" and records[3]["book"] == "1e-15" and records[3]["paper_scale"] == "2e-15"
     assert fidelity.verdict_counts(records, "zucchet") == {"reproduced": 0, "depends on": 0, "partially reproduced": 1,
-                                                           "differs": 0, "not checked": 1, "by construction": 0}
+                                                           "differs": 0, "not resolved": 0, "not checked": 1, "by construction": 0}
 
 
 def test_a_key_recorded_in_two_chapters_is_an_error(appendix, tmp_path):
@@ -214,9 +214,11 @@ def test_the_appendix_tables_are_rendered_from_data_with_links_to_the_sections(a
     _, out = appendix
     html = [o["data"]["text/html"] for c in nbformat.read(out, as_version=4).cells if c.cell_type == "code"
             for o in c.get("outputs", []) if "text/html" in o.get("data", {})]
-    assert len(html) == 6                              # three papers, two classes of errata, the counts
+    assert len(html) == 7                              # three papers, the book's own, two classes of errata, the counts
     assert all(h.count("<table") == 1 and 'class="rnnbook-table' in h for h in html)
-    assert '<a class="rnnbook-xref" data-role="ref" data-target="sec-b"' in html[0]
+    claims = [h for h in html if 'data-label="tab-verdict-counts"' not in h]   # the counts open the page
+    assert len(claims) == 5
+    assert '<a class="rnnbook-xref" data-role="ref" data-target="sec-b"' in claims[0]
     assert not any("{ref}" in h or "| " in h.split("<tbody>")[0] for h in html)
 
 
@@ -261,7 +263,7 @@ def test_not_checked_is_a_claim_without_a_book_value(ledger, monkeypatch):
     assert recorded == [dict(kind="claim", paper="emami", key="04-gap", what="the gap shrinks",
                              published="0.0947 (Table 1)", book=fidelity.NO_ARTEFACT, paper_scale=None,
                              stored=fidelity.STORED_PAPER_SCALE, verdict="not checked", section="sec-x",
-                             scale="paper", sweep=None, wrong=None)]
+                             scale="paper", sweep=None, wrong=None, standard=None)]
 
 
 def test_the_appendix_names_a_stored_run_by_its_words(ledger):
@@ -335,7 +337,7 @@ def test_a_verdict_must_agree_with_its_sweeps(ledger):
         fidelity.claim_record("04-gap", book="0.1", verdict="differs", sweeps=[holds])
     with pytest.raises(TypeError, match="fidelity.sweep"):
         fidelity.claim_record("04-gap", book="0.1", verdict="reproduced", sweeps=[("a", True)])
-    with pytest.raises(ValueError, match="no sweep and no wrong value"):
+    with pytest.raises(ValueError, match="no sweep, no wrong value"):
         fidelity.claim_record("04-gap", book="0.1", verdict="by construction", sweeps=[holds])
 
 
@@ -346,6 +348,13 @@ def test_a_check_that_holds_on_a_plausible_wrong_value_is_refused(ledger):
         fidelity.claim_record("04-gap", book="1655", verdict="reproduced", wrong=("1,656", True))
     with pytest.raises(TypeError, match="wrong must be"):
         fidelity.claim_record("04-gap", book="1655", verdict="reproduced", wrong="1,800")
+
+
+def test_a_differs_shows_its_check_holding_where_the_claim_holds(ledger):
+    r = fidelity.claim_record("04-gap", book="1655", verdict="differs", wrong=("the exact construction", True))
+    assert r["wrong"] == "holds on the exact construction"
+    with pytest.raises(ValueError, match="a 'differs' needs its check to hold"):
+        fidelity.claim_record("04-gap", book="1655", verdict="differs", wrong=("the exact construction", False))
 
 
 def test_by_construction_is_listed_but_not_counted(ledger, monkeypatch):
@@ -458,3 +467,78 @@ def test_every_chapter_that_reads_published_numbers_has_them():
     for src in sorted((ROOT / "book").glob("[0-9][0-9]_*.md")):
         if f'fidelity.published("{src.stem}")' in src.read_text():
             assert fidelity.published(src.stem)
+
+
+# ----------------------------------------------------------------------------- one standard per kind
+
+def test_ordering_resolves_only_beyond_the_spread():
+    # the means of Fig. 4's four widths in order, with errors small enough to decide every pair
+    assert fidelity.ordering([0.48, 0.25, 0.10, 0.07], [0.01, 0.01, 0.005, 0.005]) == "holds"
+    # the same means with errors that overlap for the last pair: the repetitions cannot decide
+    assert fidelity.ordering([0.48, 0.25, 0.10, 0.07], [0.01, 0.01, 0.03, 0.03]) == "not resolved"
+    # a pair resolved in the reverse order fails, whatever the others do
+    assert fidelity.ordering([0.48, 0.25, 0.07, 0.10], [0.01, 0.01, 0.001, 0.001]) == "fails"
+    assert fidelity.ordering([1.0, 2.0, 3.0], [0.1, 0.1, 0.1], decreasing=False) == "holds"
+    assert fidelity.ordering([1.0, 2.0, 3.0], [0.1, 0.1, 0.1]) == "fails"
+
+
+@pytest.mark.parametrize("values,errors", [([1.0], [0.1]), ([1.0, 2.0], [0.1]), ([1.0, float("nan")], [0.1, 0.1]),
+                                           ([1.0, 2.0], [0.1, -0.1])])
+def test_ordering_refuses_bad_input(values, errors):
+    with pytest.raises(ValueError, match="values"):
+        fidelity.ordering(values, errors)
+
+
+def test_rate_is_judged_against_its_prediction_or_zero():
+    assert fidelity.rate(-0.52, 0.03, predicted=-0.5)
+    assert not fidelity.rate(-0.30, 0.03, predicted=-0.5)      # the wrong exponent is told apart
+    assert fidelity.rate(-0.30, 0.03)                          # no prediction: resolved from 0
+    assert not fidelity.rate(-0.02, 0.03)
+    with pytest.raises(ValueError, match="se"):
+        fidelity.rate(-0.5, 0.0)
+
+
+def test_not_resolved_is_a_verdict_listed_but_not_counted():
+    assert fidelity.verdict_class("not resolved at 10 epochs with 12 seeds") == "not resolved"
+    assert "not resolved" not in fidelity.COUNTED
+    with pytest.raises(ValueError, match="not resolved <with what>"):
+        fidelity.verdict_class("not resolved ")
+
+
+def test_a_standard_must_be_one_of_the_kinds(ledger_folder=None):
+    records = []
+    with pytest.raises(ValueError, match="standard must be one of"):
+        fidelity.claim_record("k", book=1.0, verdict="reproduced", what="w", published="p", section="sec-x",
+                              standard="roughly", ledger_folder=_one_claim_ledger())
+    r = fidelity.claim_record("k", book=1.0, verdict="reproduced", what="w", published="p", section="sec-x",
+                              standard="identity", wrong=("a mutated formula", False),
+                              ledger_folder=_one_claim_ledger())
+    records.append(dict(r, docname="01"))
+    bare = fidelity.claim_record("k", book=1.0, verdict="differs", what="w", published="p", section="sec-x",
+                                 ledger_folder=_one_claim_ledger())
+    assert fidelity.uncontrolled(records) == []
+    assert fidelity.uncontrolled(records + [dict(bare, docname="01")]) == [f"{bare['paper']}:k"]
+
+
+def _one_claim_ledger():
+    import tempfile
+    from pathlib import Path
+
+    folder = Path(tempfile.mkdtemp())
+    for paper in fidelity.PAPERS:
+        (folder / f"{paper}.toml").write_text("[claim.k]\n" if paper == "emami" else "")
+    return folder
+def test_a_finding_is_the_books_own_and_never_counted():
+    rec = fidelity.finding_record("15-x", what="a result", book="0.5", section="sec-x", control=("a wrong one", False))
+    assert rec["kind"] == "finding" and rec["paper"] == fidelity.BOOK and rec["control"] == "fails on a wrong one"
+    records = [rec]
+    assert all(v == 0 for v in fidelity.verdict_counts(records, "emami").values())
+    header, rows = fidelity.findings_table(records)
+    assert header == fidelity.FINDINGS_HEADER and rows == [["a result ({ref}`sec-x`)", "0.5", "fails on a wrong one"]]
+    assert fidelity.claims_table(records, "emami")[1] == []
+    with pytest.raises(ValueError, match="wrong statement"):
+        fidelity.finding_record("15-x", what="a result", book="0.5", section="sec-x", control=("a wrong one", True))
+    with pytest.raises(TypeError, match="control"):
+        fidelity.finding_record("15-x", what="a result", book="0.5", section="sec-x", control="a wrong one")
+    with pytest.raises(ValueError, match="section"):
+        fidelity.finding_record("15-x", what="a result", book="0.5", section="not a label!", control=("w", False))

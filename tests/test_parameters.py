@@ -1,4 +1,5 @@
-"""tools/parameters.py: the grammar of a parameter's accepted range and the check of a value."""
+"""lib/book/parameters.py (tools/parameters.py re-exports it): the grammar of a parameter's accepted
+range, the check of a value, and the same check inside a notebook."""
 import math
 
 import pytest
@@ -58,3 +59,68 @@ def test_a_comment_is_split_into_its_range_and_its_meaning():
     assert r.choices == ("book", "paper") and what.startswith("default build")
     assert split_comment("None: quick unless scale is \"paper\"") == (None, 'None: quick unless scale is "paper"')
     assert split_comment("") == (None, "")
+
+
+# ----------------------------------------------------------------------------- inside the notebook
+
+from lib.book import experiments as ex
+from lib.book import parameters as P
+
+
+def test_the_notebook_reads_the_same_parameters_as_the_executor():
+    """Every chapter's parameters cell, read from its .md in the kernel, declares the names, types,
+    defaults and comments that papermill reads from the executor's notebook."""
+    from tools import book
+
+    for src in book.chapters():
+        work = book.EXEC / (src.stem + ".check.ipynb")
+        book.EXEC.mkdir(parents=True, exist_ok=True)
+        book.to_notebook(src, work)
+        theirs = book.declared(work)
+        ours = P.declared(src.stem)
+        assert list(ours) == list(theirs), src.stem
+        for name, d in ours.items():
+            assert d.comment == (theirs[name]["help"] or ""), (src.stem, name)
+            assert (d.type or "None") == (theirs[name]["inferred_type_name"] or "None"), (src.stem, name)
+
+
+def _namespace(**values):
+    decl = P.declared("07_sequence_autoencoders")
+    ns = {name: eval(d.default) for name, d in decl.items()}
+    ns.update(values)
+    return ns
+
+
+@pytest.mark.parametrize("values, words", [
+    (dict(seed="abc"), "parameter seed must be int, got 'abc' (str)"),
+    (dict(max_len=0), "parameter max_len must be ≥ 1, got 0"),
+    (dict(exact_tol=-1.0), "parameter exact_tol must be > 0, got -1.0"),
+    (dict(scale="full"), "scale must be 'book' or 'paper'"),
+    (dict(In=["# Parameters\nseed = 1\nbogus = 2\n"]), "unknown parameter(s) bogus of 07_sequence_autoencoders"),
+    (dict(low_dim=3), "the parameters must satisfy low_dim < a"),
+    (dict(low_dim=5, a=4), "got a = 4, low_dim = 5"),
+])
+def test_a_notebook_refuses_a_bad_value_by_name_before_filling(values, words):
+    ns = _namespace(**values)
+    before = dict(ns)
+    with pytest.raises(ValueError) as err:
+        ex.experiment("07_sequence_autoencoders").fill(ns["scale"], ns)
+    assert words in str(err.value)
+    if "low_dim" not in values:                                   # nothing filled before the refusal
+        assert ns == before
+
+
+def test_a_notebook_accepts_the_defaults_and_a_good_value():
+    ns = _namespace(low_dim=1, a=5, In=["# Parameters\nlow_dim = 1\na = 5\n"])
+    ex.experiment("07_sequence_autoencoders").fill("book", ns)
+    assert ns["n_sequences"] == ex.experiment("07_sequence_autoencoders").value("n_sequences", "book")
+
+
+def test_relations_accept_only_comparisons_of_arithmetic():
+    rel = P.Relation("2 * n_fit <= T * long_factor", "x")
+    assert rel.problem(dict(n_fit=3, T=3, long_factor=2)) is None
+    assert "got T = 3, long_factor = 2, n_fit = 4" in rel.problem(dict(n_fit=4, T=3, long_factor=2))
+    assert P.Relation("a < b", "x").problem(dict(a=None, b=1)) is None      # left to the scale rule
+    for bad in ("a", "__import__('os') == 1", "a.b < 1", "f(a) < 1"):
+        with pytest.raises(ValueError, match="relation"):
+            P.Relation(bad, "x")

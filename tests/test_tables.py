@@ -68,7 +68,7 @@ def test_block_syntax_and_html_in_a_cell_are_text(cell):
 def test_inline_markdown_renders_and_math_is_left_for_mathjax():
     html = tables.html(["$\\nu_W$", "value"], [["`lib.LinearRNN`", "*about* $10^{-10}$ [link](https://example.org)"]])
     assert '<th><span class="math notranslate nohighlight">\\(\\nu_W\\)</span></th>' in html
-    assert '<code class="docutils literal notranslate">lib.LinearRNN</code>' in html
+    assert '<code class="docutils literal notranslate">lib.<wbr>LinearRNN</code>' in html   # may wrap after the dot only
     assert "<em>about</em>" in html and '\\(10^{-10}\\)' in html and 'href="https://example.org"' in html
 
 
@@ -134,3 +134,21 @@ def test_a_bad_cell_is_refused_before_anything_is_displayed(monkeypatch):
     with pytest.raises(ValueError, match="cite"):
         notebook.table(["a"], [["{cite}`x`"]], before="what ran")
     assert shown == []
+
+
+def test_a_caption_is_rendered_inline_and_checked():
+    html = tables.html(["a"], [["1"]], caption="The gap at $\\nu_W = 0.5$, **bold**", label="tab-gap")
+    assert 'data-caption="1" data-label="tab-gap"' in html
+    assert ('<caption><span class="caption-number"></span><span class="caption-text">The gap at '
+            '<span class="math notranslate nohighlight">\\(\\nu_W = 0.5\\)</span>, <strong>bold</strong>'
+            '</span></caption>') in html
+    assert "<caption>" not in tables.html(["a"], [["1"]])
+    with pytest.raises(ValueError, match="caption must be non-empty"):
+        tables.html(["a"], [["1"]], caption="  ")
+    with pytest.raises(ValueError, match="caption must be non-empty"):
+        tables.Table(["a"], [["1"]], label="tab-x")
+    with pytest.raises(ValueError, match="label must be None or a MyST label"):
+        tables.html(["a"], [["1"]], caption="c", label="tab x")
+    data, meta = tables.Table(["a"], [["1"]], "c $x$", "tab-x")._repr_mimebundle_()
+    assert data["text/plain"].startswith("Table: c $x$\n")
+    assert meta[tables.MIME]["caption"] == "c $x$" and meta[tables.MIME]["label"] == "tab-x"

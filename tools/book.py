@@ -43,8 +43,8 @@ from tools.kernel import incomplete_cells, kernel_env, remove_stale_ipc_folders,
 from tools.parameters import (  # noqa: F401
     check_parameters, conforms, declared, declared_parameters, declared_ranges, declared_types, parameters_table)
 from tools.render import build_chapter_page, build_html, run_chapter  # noqa: F401
-from tools.sources import (  # noqa: F401
-    BookError, chapters, dependencies, input_digest, lib_digest, prerequisites, resolve, run_order, stored_digest,
+from tools.sources import (  # noqa: F401  (the paths, to read: tools.sources holds them)
+    BOOK, BUILD, EXEC, MATHJAX, RESULTS, TIMINGS, BookError, chapters, dependencies, input_digest, lib_digest, prerequisites, resolve, run_order, stored_digest,
     title, to_notebook)
 
 

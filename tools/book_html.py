@@ -6,6 +6,11 @@
   page is read, each placeholder becomes Sphinx's own ``pending_xref`` between the table's raw
   HTML pieces, so it resolves exactly as the same role in the prose does (section titles,
   equation numbers; a missing label is a warning, an error in the strict build).
+* **Numbered, captioned tables.**  A table with a ``caption`` (``lib.book.notebook.table(...,
+  caption=..., label=...)``) is a ``div.rnnbook-table[data-caption]`` holding a ``<caption>``.
+  When a page is read, each becomes an enumerable node of the figure type ``table`` (numbered
+  "Table N.k" beside the book's figures, its number written into the caption) and its label a
+  target, so ``{numref}`tab-...``` and ``{ref}`` resolve to it as to a figure.
 * **Section titles with math in references.**  A ``{ref}`` to a section whose title holds math
   shows the title as typeset math, not its TeX source (what Sphinx alone prints).
 * **The stylesheet** ``tools/static/rnnbook.css``: results tables and code that fit the content
@@ -82,6 +87,82 @@ def resolve_table_roles(app, doctree) -> None:
             pos = m.end()
         parts.append(nodes.raw("", text[pos:], format="html"))
         raw.replace_self(nodes.container("", *parts, classes=list(raw["classes"])))
+
+
+# the div lib.book.tables writes around a captioned table
+CAPTIONED = re.compile(r'<div class="rnnbook-table[^"]*" data-caption="1"(?: data-label="(?P<label>[^"]*)")?>')
+CAPTION_TEXT = re.compile(r'<span class="caption-text">(?P<text>.*?)</span></caption>', re.S)
+NUMBER_SLOT = '<span class="caption-number"></span>'
+
+
+class captioned_table(nodes.General, nodes.Element):
+    """A results table with a caption: numbered as a ``table``; its children are the table's HTML
+    pieces (and the cross-references of its cells)."""
+
+
+def _caption_title(node) -> str:
+    return node.get("caption", "")
+
+
+def number_tables(app, doctree) -> None:
+    """Wrap every captioned results table of the page just read in a :class:`captioned_table`
+    with an id (its label, or one of Sphinx's own) and its label as an explicit target: Sphinx
+    then numbers it and ``{numref}`` finds it."""
+    document = doctree
+    for raw in list(doctree.findall(nodes.raw)):
+        text = raw.astext()
+        if "html" not in raw.get("format", "").split():
+            continue
+        m = CAPTIONED.search(text)
+        if not m:
+            continue
+        cap = CAPTION_TEXT.search(text)
+        caption = html.unescape(re.sub(r"<[^>]+>", "", cap["text"])).strip() if cap else ""
+        node = captioned_table("", caption=caption)
+        raw.replace_self(node)
+        node["classes"] = []                             # replace_self copied the raw node's own
+        node.append(raw)
+        if m["label"]:
+            label = html.unescape(m["label"]).lower()        # as Sphinx's roles store the labels
+            node["names"].append(label)
+            document.note_explicit_target(node, node)
+        else:
+            document.set_id(node)
+
+
+def _visit_captioned_table(self, node) -> None:
+    start = len(self.body)
+    self.add_fignumber(node)                    # "<span class="caption-number">Table 3.1 </span>"
+    number = "".join(self.body[start:])
+    del self.body[start:]
+    node["_number"], node["_start"] = number, len(self.body)
+    self.body.append(self.starttag(node, "div", CLASS="rnnbook-captioned"))
+
+
+def _depart_captioned_table(self, node) -> None:
+    start = node["_start"]
+    out = "".join(self.body[start:]) + "</div>\n"
+    if node["_number"]:
+        out = out.replace(NUMBER_SLOT, node["_number"], 1)
+    self.body[start:] = [out]
+
+
+def _skip(self, node) -> None:
+    raise nodes.SkipNode
+
+
+def _number_tables_transform():
+    """:func:`number_tables` as a transform that runs before Sphinx's domains collect the page's
+    labels (``SphinxDomains``, priority 850)."""
+    from sphinx.transforms import SphinxTransform
+
+    class NumberTables(SphinxTransform):
+        default_priority = 800
+
+        def apply(self, **kwargs) -> None:
+            number_tables(self.app, self.document)
+
+    return NumberTables
 
 
 # ----------------------------------------------------------------------------- section titles
@@ -192,13 +273,32 @@ def _configure(app, config) -> None:
         options = dict(config.html_theme_options or {})
         options.update(repository_url=url, use_repository_button=True, repository_branch="main", path_to_docs="")
         config.html_theme_options = options
-    config.html_static_path = list(config.html_static_path or []) + [str(STATIC)]
+    declared = [Path(app.confdir, p).resolve() for p in (config.html_static_path or [])]
+    if STATIC.resolve() not in declared:
+        config.html_static_path = list(config.html_static_path or []) + [str(STATIC)]
+
+
+def _fresh_static(app) -> None:
+    """Sphinx copies the static files only when it writes some page: an edit of the book's
+    stylesheet alone would not reach an existing build.  Its copy is refreshed here."""
+    import shutil
+
+    for source in STATIC.iterdir():
+        target = Path(app.outdir) / "_static" / source.name
+        if source.is_file() and target.parent.is_dir() and \
+                (not target.is_file() or target.read_bytes() != source.read_bytes()):
+            shutil.copyfile(source, target)
 
 
 def setup(app):
     app.add_config_value("rnnbook_repository_url", None, "html")
+    app.connect("builder-inited", _fresh_static)
     app.connect("config-inited", _configure)
     app.add_css_file("rnnbook.css")
+    app.add_enumerable_node(captioned_table, "table", _caption_title,
+                            html=(_visit_captioned_table, _depart_captioned_table),
+                            latex=(_skip, None), text=(_skip, None), man=(_skip, None), texinfo=(_skip, None))
+    app.add_transform(_number_tables_transform())
     app.connect("doctree-read", resolve_table_roles)
     app.connect("doctree-read", add_edit_note)
     app.add_post_transform(_rich_titles())

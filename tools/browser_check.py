@@ -1,6 +1,7 @@
 """Check the rendered book in a real headless browser (Chromium driven by Playwright).
 
     python tools/browser_check.py [_build/html]
+    python tools/browser_check.py --source [book/NN_subject.md ...]   visible code per chapter
 
 Every HTML page of the build is opened from disk (file://, as a reader would) and must:
   * request nothing from another host (any http(s)/ws request to a host other than
@@ -15,15 +16,26 @@ Every HTML page of the build is opened from disk (file://, as a reader would) an
     (``{eq}`...```, ``{ref}``, ``{cite}``, any ``{name}`...```), no inline ``$...$`` math and
     no LaTeX command (``\\tfrac``) left in the text outside code, and no backtick or role inside
     a formula MathJax typeset (a formula the Markdown parser cut apart);
-  * show under its cells no bare ``True`` / ``False`` / ``None`` (a cell's last expression), no
-    warning or traceback printed to stderr, and no path of the machine that built it (this
-    checkout, the Python installation, the home folder, ``/tmp/...``, ``site-packages``);
+  * show under its cells no bare ``True`` / ``False`` / ``None`` (a cell's last expression), nor
+    one as a table cell or a bold or italic word ("Kernel in use: **True**"), no warning or
+    traceback printed to stderr, and no path of the machine that built it (this checkout, the
+    Python installation, the home folder, ``/tmp/...``, ``site-packages``);
+  * show no text about the build itself (a chapter's compute time, "s wall", "s CPU", the
+    book's time budget);
+  * on a chapter page (``NN_subject.html``): give every table a caption (a results table:
+    ``lib.book.notebook.table(..., caption=...)``; a Markdown table: the ``{table}`` directive),
+    show no visible code cell longer than :data:`MAX_CELL_LINES` lines (bookkeeping is folded,
+    ``hide-input``), and leave no raw TeX in a figure or table caption (``n^{-1/2}``, ``\nu_W``,
+    ``ν_W``: math in a caption is written ``$...$``);
   * render every table in a cell's output with ``lib.book.notebook.table`` (a ``div.rnnbook-table``:
     built from data, so no cell can break a row) with its cross-references resolved;
   * fit the content column at a 1,400 x 900 window: no element reaches past the column's right
     edge, and no box that scrolls sideways hides part of its content (a table, a code line);
   * show at most one search box, and, on a chapter page (``NN_subject.html``), link its
     jupytext source ``_sources/.../NN_subject.md`` (the download menu).
+At a phone's 390 x 844 window every page is opened again and must break no word of its code
+or tables in the middle (an identifier is split only at ``_``, ``.`` or ``/``, never between
+two letters).
 In addition every internal link (``<a href>`` to a local file, with its ``#fragment``) must
 resolve to an existing page and anchor; this part is checked on the HTML source.
 
@@ -45,6 +57,8 @@ CHAPTER = re.compile(r"^\d\d_\w+\.html$")   # a chapter page: it offers its jupy
 SKIP_DIRS = {"_static", "_sources", "_images", "mathjax", "_downloads"}
 LOCAL_HOSTS = {"localhost", "127.0.0.1", "[::1]", "::1"}
 WINDOW = (1400, 900)      # the reader's window: every page must fit its content column at this size
+PHONE = (390, 844)        # a phone's window: no word of code or of a table broken in the middle
+MAX_CELL_LINES = 30       # the longest code cell a reader is shown unfolded
 CHROMIUM_ARGS = [
     "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
@@ -97,6 +111,26 @@ async (machineRoots) => {
   const outputs = [...document.querySelectorAll(".cell_output .output")];
   out.bareValues = outputs.filter(o => o.classList.contains("text_plain") &&
       /^(True|False|None)$/.test(o.textContent.trim())).map(o => o.textContent.trim());
+  // ... nor as a table cell or an emphasised word of the text ("Kernel in use: **True**")
+  out.bareWords = [...document.querySelectorAll("article td, article th, article strong, article em, article b")]
+      .filter(el => !el.closest(".cell_input") && /^(True|False|None)$/.test(el.textContent.trim()))
+      .map(el => `${el.tagName.toLowerCase()} «${el.textContent.trim()}» in «` +
+           (el.closest("tr, p, li") || el).textContent.trim().replace(/\s+/g, " ").slice(0, 60) + "»");
+  // tables and their captions: every table of a chapter is numbered and captioned; a caption's
+  // math is typeset (no TeX or "ν_W" left as text)
+  const article = document.querySelector("article.bd-article") || document.body;
+  out.uncaptioned = [...article.querySelectorAll("table")].filter(t => !t.querySelector(":scope > caption"))
+      .map(t => t.textContent.trim().replace(/\s+/g, " ").slice(0, 60));
+  out.rawTexCaptions = [...article.querySelectorAll("figcaption, table > caption")].map(c => {
+      const k = c.cloneNode(true);
+      k.querySelectorAll("mjx-container, mjx-assistive-mml, code, .caption-number").forEach(e => e.remove());
+      return k.textContent.replace(/\s+/g, " ").trim();
+    }).filter(t => /[\^_]\{|\\[a-zA-Z]+|[A-Za-z\u0370-\u03ff]_[A-Za-z0-9]|[A-Za-z0-9)]\^[-\w{]/.test(t))
+      .map(t => t.slice(0, 80));
+  // code a reader must scroll past: the visible (unfolded) code cells and their lengths
+  out.cellLines = [...document.querySelectorAll(".cell")].filter(c => !c.classList.contains("tag_hide-input") &&
+      !c.classList.contains("tag_remove-input") && c.querySelector(".cell_input"))
+      .map(c => (c.querySelector(".cell_input pre") || {textContent: ""}).textContent.replace(/\n$/, "").split("\n").length);
   out.warnings = outputs.filter(o => o.classList.contains("stderr") || o.classList.contains("traceback"))
       .map(o => o.textContent.trim()).filter(t => /Warning\b|^WARNING|Traceback/m.test(t)).map(t => t.slice(0, 100));
   const visible = document.body.cloneNode(true);
@@ -107,6 +141,9 @@ async (machineRoots) => {
   if (/site-packages/.test(vtext)) out.machinePaths.push("site-packages");
   for (const p of (machineRoots || [])) if (p && vtext.includes(p)) out.machinePaths.push(p);
   out.machinePaths = [...new Set(out.machinePaths)].slice(0, 5);
+  // the build itself is not the reader's business: compute times, the time budget
+  const buildRe = /compute time|\d+(?:\.\d+)?\s*s (?:wall|CPU)\b|budget of the book|over the \d+-minute budget/gi;
+  out.buildText = [...new Set(vtext.match(buildRe) || [])].slice(0, 5);
   // results tables: rendered from data by lib.book.notebook.table, cross-references resolved
   out.foreignTables = [...document.querySelectorAll(".cell_output table")]
       .filter(t => !t.closest(".rnnbook-table")).map(t => t.textContent.trim().replace(/\s+/g, " ").slice(0, 60));
@@ -152,6 +189,65 @@ async (machineRoots) => {
   return out;
 }
 """
+
+
+PHONE_PROBE = r"""
+() => {
+  // a word of code or of a table that the layout breaks between two of its letters or digits
+  const out = [];
+  const range = document.createRange();
+  const roots = [...document.querySelectorAll("article pre, article code, article td, article th")]
+      .filter(el => !el.parentElement.closest("pre, code, td, th"));
+  for (const root of roots) {
+    if (root.getClientRects().length === 0) continue;
+    const walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
+    let node;
+    while ((node = walker.nextNode()) && out.length < 5) {
+      if (node.parentElement.closest("mjx-container, mjx-assistive-mml, script, style")) continue;
+      const re = /[A-Za-z0-9]{4,}/g;
+      let m;
+      while ((m = re.exec(node.data)) && out.length < 5) {
+        range.setStart(node, m.index);
+        range.setEnd(node, m.index + m[0].length);
+        const tops = new Set([...range.getClientRects()].filter(r => r.width > 0).map(r => Math.round(r.top)));
+        if (tops.size > 1) out.push(m[0]);
+      }
+    }
+    if (out.length >= 5) break;
+  }
+  return out;
+}
+"""
+
+
+HIDDEN_TAGS = {"hide-input", "remove-input", "remove-cell"}
+
+
+def source_cells(md: Path) -> list[tuple[int, bool]]:
+    """(lines, shown) of every code cell of a chapter's jupytext source: ``shown`` is False for a
+    cell whose input is folded or removed (``hide-input``, ``remove-input``, ``remove-cell``)."""
+    import jupytext
+
+    out = []
+    for cell in jupytext.read(md).cells:
+        if cell.cell_type != "code":
+            continue
+        tags = set(cell.metadata.get("tags", []))
+        out.append((len(cell.source.rstrip("\n").split("\n")) if cell.source.strip() else 0,
+                    not (tags & HIDDEN_TAGS)))
+    return out
+
+
+def source_stats(mds) -> dict[str, dict]:
+    """Per chapter: the visible code lines a reader scrolls past, the visible cells, the longest
+    one, and the cells over :data:`MAX_CELL_LINES` lines (measured on the sources)."""
+    out = {}
+    for md in sorted(Path(m) for m in mds):
+        cells = source_cells(md)
+        shown = [n for n, vis in cells if vis]
+        out[md.stem] = {"visible_lines": sum(shown), "visible_cells": len(shown), "longest": max(shown, default=0),
+                        "over_limit": sum(n > MAX_CELL_LINES for n in shown), "all_lines": sum(n for n, _ in cells)}
+    return out
 
 
 def machine_roots() -> list[str]:
@@ -295,6 +391,19 @@ def check_pages(root: Path, page_list: list[Path], timeout_ms: int = 60_000) -> 
                 problems.append(f"{rel}: Markdown or a MyST role inside a formula: {t!r}")
             for t in info["bareValues"]:
                 problems.append(f"{rel}: a bare {t} printed under a cell (a cell's last expression)")
+            for t in info["bareWords"]:
+                problems.append(f"{rel}: a bare boolean shown to the reader: {t}")
+            for t in info["buildText"]:
+                problems.append(f"{rel}: text about the build on a reader's page: {t!r}")
+            if CHAPTER.match(path.name):
+                for t in info["uncaptioned"]:
+                    problems.append(f"{rel}: a table without a caption (number and caption every table): {t!r}")
+                long = [n for n in info["cellLines"] if n > MAX_CELL_LINES]
+                if long:
+                    problems.append(f"{rel}: {len(long)} visible code cell(s) longer than {MAX_CELL_LINES} lines "
+                                    f"({', '.join(map(str, long))}): fold the bookkeeping (hide-input) or move it to lib.book")
+            for t in info["rawTexCaptions"]:
+                problems.append(f"{rel}: raw TeX in a caption (write its math as $...$): {t!r}")
             for t in info["warnings"]:
                 problems.append(f"{rel}: a warning in the published page: {t!r}")
             for t in info["machinePaths"]:
@@ -313,6 +422,23 @@ def check_pages(root: Path, page_list: list[Path], timeout_ms: int = 60_000) -> 
                 problems.append(f"{rel}: no download link to the chapter's source {path.stem}.md")
             page.close()
         context.close()
+        phone = browser.new_context(viewport={"width": PHONE[0], "height": PHONE[1]})
+        phone.route("**/*", route)
+        for path in page_list:
+            rel = str(path.relative_to(root))
+            current["page"] = rel
+            page = phone.new_page()
+            try:
+                page.goto(path.resolve().as_uri(), wait_until="load", timeout=timeout_ms)
+                broken = page.evaluate(PHONE_PROBE)
+            except Exception as exc:  # noqa: BLE001
+                problems.append(f"{rel}: could not be checked at {PHONE[0]} px: {exc}")
+                page.close()
+                continue
+            for w in broken:
+                problems.append(f"{rel}: a word broken in the middle at {PHONE[0]} px: {w!r}")
+            page.close()
+        phone.close()
         browser.close()
     return problems
 
@@ -336,6 +462,13 @@ def check_site(root: str | os.PathLike) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] == "--source":            # the page measure, on the chapters' sources
+        stats = source_stats(argv[1:] or sorted((Path(__file__).resolve().parent.parent / "book").glob("[0-9][0-9]_*.md")))
+        print(f"{'chapter':40} visible lines  cells  longest  over {MAX_CELL_LINES}  (all code lines)")
+        for name, st in stats.items():
+            print(f"{name:40} {st['visible_lines']:13d} {st['visible_cells']:6d} {st['longest']:8d} "
+                  f"{st['over_limit']:8d}  ({st['all_lines']})")
+        return 1 if any(st["over_limit"] for st in stats.values()) else 0
     root = Path(argv[0] if argv else Path(__file__).resolve().parent.parent / "_build" / "html")
     problems = check_site(root)
     n = len(pages(root.resolve()))

@@ -1,170 +1,25 @@
-"""The accepted range of a chapter's parameter, declared beside it, and the check of a value.
+"""A chapter's parameters cell as the executor reads it, and the check of a reader's values.
 
-Every line of a chapter's ``parameters`` cell reads ``name: type = default  # RANGE: what it is``.
-The comment starts with the parameter's accepted range, in this small grammar:
-
-    ≥ 1        > 0        ≤ 10        < 0              a bound (>= and <= also read)
-    in [1, 64]     in (0, 1)     in [0, 1)             an interval; "inf" (or ∞) as an end
-    real                                               any finite number
-    "book" or "paper"     "adam", "sgd" or "lbfgs"     one of these strings
-    (≥ 0, in [1, 12], "adam" or "sgd")                 a row: one range a position
-    each RANGE                                         a non-empty list, every item in RANGE
-    an existing folder     an existing file            a path (relative to book/, where chapters run)
-
-A ``bool`` needs no range (its type is its range); every other parameter must declare one
-(tests/test_book_tool.py).  ``None`` is accepted where the type is ``Optional[...]``: it takes
-the default the chapter documents (for a registry setting, its value at the chosen scale).
-The executor (``make chapter``, ``tools/render.py``) checks every value the reader gives with
-:func:`check_parameters` before the kernel starts -- the name, the type hint and the range -- and
-names the parameter and its range when one is outside.  The parameters cell is read as papermill
-reads it (:func:`declared`).
+The grammar of a parameter's accepted range (``name: type = default  # RANGE: what it is``) and
+the check of a value against it live in :mod:`lib.book.parameters` (one home, which a chapter's
+notebook imports too); they are re-exported here.  This module reads the ``parameters`` cell as
+papermill reads it (:func:`declared`) and checks every value a reader gives to ``make chapter``
+(:func:`check_parameters`) before the kernel starts -- the name, the type hint, the range and the
+relations the chapter's registry table declares -- naming the parameter and its range when one is
+outside.  (``lib.book.parameters.declared`` reads a chapter's source by its name; :func:`declared`
+here reads a notebook file, as papermill does.)
 """
 from __future__ import annotations
 
-import math
-import re
-from dataclasses import dataclass
 from pathlib import Path
 
+from lib.book.parameters import (Declared, ParameterError, Range, RangeError, Relation, check,  # noqa: F401
+                                 conforms, declared_in_source, parse, split_comment)
 from tools import sources
 
-__all__ = ["Range", "RangeError", "parse", "split_comment", "declared", "declared_parameters",
-           "declared_types", "declared_ranges", "conforms", "check_parameters", "parameters_table"]
-
-
-class RangeError(ValueError):
-    """A range that does not follow the grammar above."""
-
-
-_NUM = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|[-+]?inf|[-+]?∞"
-_BOUND = re.compile(rf"^(≥|>=|>|≤|<=|<)\s*({_NUM})$")
-_INTERVAL = re.compile(rf"^in\s*([\[(])\s*({_NUM})\s*,\s*({_NUM})\s*([\])])$")
-_STRING = re.compile(r'^"([^"]*)"$')
-
-
-def _number(text: str) -> float:
-    return float(text.replace("∞", "inf"))
-
-
-def _fmt(x: float) -> str:
-    if math.isinf(x):
-        return "∞" if x > 0 else "-∞"
-    return f"{x:g}"
-
-
-def _split_top(text: str, sep: str = ",") -> list[str]:
-    """``text`` split at ``sep`` outside brackets and quotes."""
-    out, depth, quoted, cur = [], 0, False, ""
-    for ch in text:
-        if ch == '"':
-            quoted = not quoted
-        elif not quoted and ch in "([":
-            depth += 1
-        elif not quoted and ch in ")]":
-            depth -= 1
-        if ch == sep and depth == 0 and not quoted:
-            out.append(cur)
-            cur = ""
-        else:
-            cur += ch
-    out.append(cur)
-    return [p.strip() for p in out]
-
-
-@dataclass(frozen=True)
-class Range:
-    """A parsed range: ``kind`` is "bound", "interval", "real", "choice", "row", "each" or
-    "path"; ``text`` is how the chapter wrote it (used in messages)."""
-
-    kind: str
-    text: str
-    low: float = -math.inf
-    high: float = math.inf
-    low_closed: bool = True
-    high_closed: bool = True
-    choices: tuple = ()
-    items: tuple = ()           # row: one Range a position; each: (item Range,)
-    path_kind: str = ""
-
-    def problem(self, value, base: Path | None = None) -> str | None:
-        """None when ``value`` is in the range; otherwise what is wrong, in words."""
-        if self.kind == "each":
-            if not isinstance(value, (list, tuple)) or not value:
-                return f"must be a non-empty list, each item {self.items[0].text}"
-            for i, v in enumerate(value):
-                p = self.items[0].problem(v, base)
-                if p:
-                    return f"item {i} ({v!r}) {p}"
-            return None
-        if self.kind == "row":
-            if not isinstance(value, (list, tuple)) or len(value) != len(self.items):
-                return f"must be a row of {len(self.items)} values {self.text}"
-            for i, (r, v) in enumerate(zip(self.items, value)):
-                p = r.problem(v, base)
-                if p:
-                    return f"position {i} ({v!r}) {p}"
-            return None
-        if self.kind == "choice":
-            return None if value in self.choices else f"must be {self.text}"
-        if self.kind == "path":
-            if not isinstance(value, str):
-                return f"must be {self.text} (a path)"
-            p = Path(value)
-            if not p.is_absolute() and base is not None:
-                p = base / p
-            ok = p.is_dir() if self.path_kind == "folder" else p.is_file()
-            return None if ok else f"must be {self.text}; {p} is not one"
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            return f"must be a finite number {self.text}" if self.kind != "real" else "must be a finite number"
-        if self.kind == "real":
-            return None
-        lo_ok = value >= self.low if self.low_closed else value > self.low
-        hi_ok = value <= self.high if self.high_closed else value < self.high
-        return None if lo_ok and hi_ok else f"must be {self.text}"
-
-
-def parse(text: str) -> Range:
-    """The :class:`Range` that ``text`` declares; a :class:`RangeError` when it follows no rule."""
-    t = text.strip()
-    if t.startswith("each "):
-        return Range("each", t, items=(parse(t[5:]),))
-    if t == "real":
-        return Range("real", t)
-    if t in ("an existing folder", "an existing file"):
-        return Range("path", t, path_kind=t.rsplit(" ", 1)[1])
-    m = _BOUND.match(t)
-    if m:
-        op, x = m[1].replace(">=", "≥").replace("<=", "≤"), _number(m[2])
-        if op in ("≥", ">"):
-            return Range("bound", t, low=x, low_closed=op == "≥")
-        return Range("bound", t, high=x, high_closed=op == "≤")
-    m = _INTERVAL.match(t)
-    if m:
-        lo, hi = _number(m[2]), _number(m[3])
-        if not lo < hi:
-            raise RangeError(f"empty interval {t!r}")
-        return Range("interval", t, low=lo, high=hi, low_closed=m[1] == "[", high_closed=m[4] == "]")
-    if t.startswith("(") and t.endswith(")"):
-        return Range("row", t, items=tuple(parse(p) for p in _split_top(t[1:-1])))
-    if t.startswith('"'):
-        head, sep, last = t.rpartition(" or ")
-        parts = (_split_top(head) if sep else []) + [last]
-        values = [_STRING.match(p) for p in parts]
-        if all(values):
-            return Range("choice", t, choices=tuple(v[1] for v in values))
-    raise RangeError(f"{text!r} is not a range (≥ 1, > 0, in [a, b], real, \"a\" or \"b\", (…), each …, "
-                     f"an existing folder / file)")
-
-
-def split_comment(comment: str) -> tuple[Range | None, str]:
-    """A parameter's comment split into its range (None when it declares none) and the rest."""
-    head, sep, rest = (comment or "").partition(": ")
-    for candidate, description in ((head, rest), (comment or "", "")):
-        try:
-            return parse(candidate), description.strip()
-        except RangeError:
-            continue
-    return None, (comment or "").strip()
+__all__ = ["Range", "RangeError", "ParameterError", "Relation", "parse", "split_comment", "conforms", "check",
+           "declared_in_source", "declared", "declared_parameters", "declared_types", "declared_ranges",
+           "check_parameters", "check_relations", "parameters_table"]
 
 
 # ------------------------------------------------------------------- a chapter's parameters cell
@@ -193,33 +48,6 @@ def declared_types(nb_path: Path) -> dict:
     without a hint are absent."""
     return {name: p["inferred_type_name"] for name, p in declared(nb_path).items()
             if p["inferred_type_name"] not in (None, "None")}
-
-
-def conforms(value, annotation: str) -> bool:
-    """Whether ``value`` fits a parameter's type hint: int, float (an int is a float), str, bool,
-    list / tuple (optionally list[X] or tuple[X, ...]) and Optional[X]."""
-    a = annotation.replace(" ", "")
-    if a.startswith("Optional[") and a.endswith("]"):
-        return value is None or conforms(value, a[len("Optional["):-1])
-    if a == "int":
-        return isinstance(value, int) and not isinstance(value, bool)
-    if a == "float":
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    if a == "str":
-        return isinstance(value, str)
-    if a == "bool":
-        return isinstance(value, bool)
-    for kind in ("list", "tuple"):
-        if a == kind:
-            return isinstance(value, (list, tuple))
-        if a.startswith(kind + "[") and a.endswith("]"):
-            inner = a[len(kind) + 1:-1].split(",")
-            if not isinstance(value, (list, tuple)):
-                return False
-            if kind == "list" or len(inner) == 1:
-                return all(conforms(v, inner[0]) for v in value)
-            return len(value) == len(inner) and all(conforms(v, t) for v, t in zip(value, inner))
-    return True   # a hint this checker does not know: not checked
 
 
 def check_parameter_types(src: Path, parameters: dict, types: dict) -> None:
@@ -259,20 +87,68 @@ def check_parameters(src: Path, parameters: dict, nb_path: Path) -> None:
         if problem:
             raise sources.BookError(f"{src.name}: parameter {name} {problem}, got {value!r} "
                             f"(declared: {known[name].get('help')})")
+    check_relations(src, parameters, known)
+
+
+def check_relations(src: Path, parameters: dict, known: dict) -> None:
+    """The relations between parameters the chapter declares in its registry table
+    (``relations`` in ``book/experiments/*.toml``), for the reader's values over the defaults,
+    with the settings left at None taking their column of the chosen scale."""
+    import ast
+
+    from lib.book.experiments import experiment
+
+    exp = experiment(src.stem)
+    if not exp.relations:
+        return
+    values = {}
+    for name, p in known.items():
+        try:
+            values[name] = ast.literal_eval(p["default"])
+        except (ValueError, SyntaxError):
+            values[name] = None
+    values.update(parameters)
+    try:
+        exp.check_relations(values, scale=values.get("scale") or "book")
+    except ParameterError as exc:
+        raise sources.BookError(f"{src.name}: {str(exc).split(': ', 1)[-1]}") from None
 
 
 def parameters_table(src: Path) -> str:
-    """The chapter's parameters as a reader reads them: name, type, default, range, meaning."""
+    """The chapter's parameters as a reader reads them: name, type, default, range, meaning; for a
+    setting of the experiment registry its book and paper values and where it stands in the
+    paper; the relations the parameters must satisfy."""
+    from lib.book.experiments import experiment
+
     with sources.as_notebook(src, "check") as work:
         cell = declared(work)
-    rows = [("name", "type", "default", "accepted", "what it is")]
+    exp = experiment(src.stem)
+
+    def short(v) -> str:
+        t = repr(v)
+        return t if len(t) <= 24 else t[:21] + "..."
+
+    rows = [("name", "type", "default", "book", "paper", "accepted", "what it is")]
+    wheres = {}
     for name, p in cell.items():
         rng, what = split_comment(p.get("help") or "")
         kind = p["inferred_type_name"] or ""
-        rows.append((name, kind, p["default"], rng.text if rng else ("True or False" if "bool" in kind else "—"),
-                     what))
-    widths = [max(len(r[j]) for r in rows) for j in range(4)]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(r[:4], widths)) + "  " + r[4] for r in rows]
+        s = exp.settings.get(name)
+        book_v, paper_v = (short(s.book), short(s.paper)) if s else ("", "")
+        if s:
+            wheres[name] = s.where
+        rows.append((name, kind, p["default"], book_v, paper_v,
+                     rng.text if rng else ("True or False" if "bool" in kind else "—"), what))
+    widths = [max(len(r[j]) for r in rows) for j in range(6)]
+    lines = []
+    for r in rows:
+        lines.append("  ".join(c.ljust(w) for c, w in zip(r[:6], widths)) + "  " + r[6])
+        if r[0] in wheres:
+            lines.append(" " * (widths[0] + 2) + f"in the paper: {wheres[r[0]]}")
     lines.insert(1, "-" * len(lines[0]))
-    return (f"{src.stem}: {sources.title(src)}\n" + "\n".join(lines)
-            + "\nNone takes the chapter's default for its scale (scale=\"book\" or \"paper\").")
+    out = [f"{src.stem}: {sources.title(src)}", *lines,
+           "None takes the column of the chosen scale (scale=\"book\" or \"paper\"): book and paper above, "
+           f"declared in {exp.source or 'book/experiments/*.toml'}."]
+    for r in exp.relations:
+        out.append(f"The parameters must satisfy {r.rule}: {r.why}.")
+    return "\n".join(out)

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from tools import kernel, sources
 from tools.execute import chapter_lock, file_sha256, write_json
-from tools.parameters import check_parameters
+from tools.parameters import check_parameters, declared_parameters
 from tools.sources import BookError
 
 
@@ -127,16 +127,27 @@ def run_chapter(ch: str, params: dict, dry_run: bool = False) -> Path:
 def build_chapter_page(src: Path, nb: Path, params: dict) -> Path:
     """Render a re-executed chapter as the book renders it: jupyter-book, the book's _config.yml,
     the notation page and the bibliography, in a small book of its own under
-    _build/chapters/NN_subject/ (theorems, citations, numbered equations, offline MathJax).
-    References to other chapters stay unresolved there (a warning, not an error).  The page is
+    _build/chapters/NN_subject/ (theorems, citations, numbered equations, offline MathJax), with
+    the chapter's number in the book, references to other chapters resolved against the book's
+    build (``_build/html``; unresolved, a warning, where there is none) and a banner naming the
+    parameters that differ from the defaults (tools/chapter_page.py).  The page is
     built in ``NN_subject.building/``, which is returned once complete (the caller puts it in
     place)."""
     staging = sources.BUILD / "chapters" / (src.stem + ".building")
     shutil.rmtree(staging, ignore_errors=True)
     (staging / "book").mkdir(parents=True)
-    for name in ("_config.yml", "references.bib", ".cache", "tools", "lib"):   # lib: the code listings
+    for name in ("references.bib", ".cache", "tools", "lib"):   # lib: the code listings
         if (sources.ROOT / name).exists():
             (staging / name).symlink_to(sources.ROOT / name)
+    # the book's configuration, with the chapter's number, the parameters that differ from its
+    # defaults and the book's own build for cross-references (tools/chapter_page.py)
+    from tools import chapter_page
+
+    number = chapter_page.chapter_number(src.stem)
+    defaults = declared_parameters(nb)
+    (staging / "_config.yml").write_text(chapter_page.staging_config(
+        sources.ROOT / "_config.yml", f"book/{src.stem}", number, chapter_page.changed_parameters(params, defaults),
+        defaults, sources.BUILD / "html", sources.BUILD / ".doctrees" / "environment.pickle"))
     (staging / "book" / src.name).symlink_to(src)          # the .md source, offered for download
     for name in ("notation.md", "bibliography.md"):
         (staging / "book" / name).symlink_to(sources.BOOK / name)
@@ -147,7 +158,8 @@ def build_chapter_page(src: Path, nb: Path, params: dict) -> Path:
         f"{shown}, rendered with the book's configuration. The book itself is in `_build/html`.\n")
     (staging / "_toc.yml").write_text(
         "format: jb-book\nroot: book/index\nparts:\n"
-        f"  - caption: Re-executed chapter\n    chapters:\n      - file: book/{src.stem}\n"
+        f"  - caption: Re-executed chapter\n{'    numbered: true' + chr(10) if number else ''}"
+        f"    chapters:\n      - file: book/{src.stem}\n"
         "  - caption: Front matter and references\n    chapters:\n      - file: book/notation\n"
         "      - file: book/bibliography\n")
     jb = Path(sys.executable).with_name("jupyter-book")

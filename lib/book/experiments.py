@@ -10,8 +10,11 @@ Settings shared by several chapters stand once under ``[common.NAME]`` and are t
 ``{ range = [start, stop, step] }``.  Everything else derives from the registry:
 
 * the chapter's parameters cell leaves these knobs at ``None``, and the cell after it fills them
-  with :meth:`Experiment.fill` (the scale rule: an explicit value always wins), which prints the
-  value each took and where it comes from;
+  with :meth:`Experiment.fill` (the scale rule: an explicit value always wins), which first checks
+  every parameter of the chapter against its declared type and range
+  (:func:`lib.book.parameters.check`), then prints the value each took and where it comes from,
+  then checks the relations between parameters the chapter declares
+  (``relations = [{ rule = "low_dim <= a", why = "..." }]``);
 * :meth:`Experiment.argued` gives the settings a group of the chapter's checks was argued for,
   which :class:`lib.book.argued.ArguedSettings` compares with the chapter's values;
 * ``tools/paper.py`` (``make paper``) trains the Part III runs (:class:`OnlineRun`) with the
@@ -36,6 +39,8 @@ from pathlib import Path
 from typing import Any
 
 from lib.architectures import INITS
+
+from . import parameters as _parameters
 
 __all__ = ["Setting", "Group", "OnlineRun", "Experiment", "EXPERIMENTS", "RUNS", "REGISTRY", "SCALES",
            "check_scale", "experiment", "run_of", "stored_chapters", "load", "toml_value"]
@@ -174,6 +179,7 @@ class Experiment:
     stored_chapter: bool = False     # Part I: the chapter executed at scale="paper" is stored
     what: str = ""
     source: str = ""                 # the registry file that declares it
+    relations: tuple = ()            # lib.book.parameters.Relation: what the parameters must satisfy together
 
     def value(self, name: str, scale: str):
         if name not in self.settings:
@@ -185,10 +191,17 @@ class Experiment:
         every declared setting left at ``None`` takes its ``scale`` column; one the reader set
         keeps its value.  Prints each value with its source -- the column it came from (and the
         other column where they differ), or the reader -- and where it stands in the paper.
-        ``scale`` is checked first, and a declared setting that is not a parameter of the
-        chapter is an error, both before anything is filled."""
+        ``scale`` is checked first, then every parameter of the chapter against the type and range
+        its parameters cell declares (:func:`lib.book.parameters.check`: the same grammar the
+        executor uses, so plain papermill, JupyterLab and a downloaded notebook refuse a bad value
+        by name), and a declared setting that is not a parameter of the chapter is an error, all
+        before anything is filled; the relations between parameters are checked once the settings
+        are filled."""
         check_scale(scale)
+        if (_parameters.BOOK / f"{self.chapter}.md").is_file():     # a chapter of the book (not a test's table)
+            _parameters.check(self.chapter, namespace)
         if not self.settings:
+            self.check_relations(namespace)
             return
         missing = [n for n in self.settings if n not in namespace]
         if missing:
@@ -201,6 +214,17 @@ class Experiment:
             namespace[name] = setting.at(scale) if given is None else given
             lines.append(_described(name, namespace[name], setting, scale, given is not None))
         print("\n".join(lines))
+        self.check_relations(namespace)
+
+    def check_relations(self, values: dict, scale: str | None = None) -> None:
+        """A :class:`lib.book.parameters.ParameterError` for the first declared relation that
+        ``values`` break.  With ``scale``, a setting left at None first takes its column."""
+        if scale is not None:
+            values = {**values, **{n: s.at(scale) for n, s in self.settings.items() if values.get(n) is None}}
+        for relation in self.relations:
+            problem = relation.problem(values)
+            if problem:
+                raise _parameters.ParameterError(f"{self.chapter}: {problem}")
 
     def argued(self, scale: str, *names: str) -> dict:
         """``{name: value at scale}`` for the named settings: what a group of checks was argued for."""
@@ -278,6 +302,11 @@ def load(folder: Path = REGISTRY) -> dict[str, Experiment]:
     for chapter, (src, table) in tables.items():
         table = dict(table)
         what, stored = table.pop("what", ""), bool(table.pop("stored_chapter", False))
+        relations = []
+        for i, r in enumerate(table.pop("relations", [])):
+            if not isinstance(r, dict) or set(r) != {"rule", "why"}:
+                raise ValueError(f"{src} [{chapter}]: relations[{i}] must be {{ rule = \"...\", why = \"...\" }}, got {r!r}")
+            relations.append(_parameters.Relation(r["rule"], r["why"]))
         settings = {}
         for name in table.pop("include", []):
             if name not in common:
@@ -285,7 +314,8 @@ def load(folder: Path = REGISTRY) -> dict[str, Experiment]:
             settings.update(common[name])
         runs = tuple(_run(f"{src} [{chapter}]", n, r) for n, r in table.pop("run", {}).items())
         settings.update({k: _setting(f"{src} [{chapter}]", k, v) for k, v in table.items()})
-        experiments[chapter] = Experiment(chapter, settings, runs, stored, what, f"book/experiments/{src}")
+        experiments[chapter] = Experiment(chapter, settings, runs, stored, what, f"book/experiments/{src}",
+                                          tuple(relations))
         widths.update({r.name: r.widths for r in runs})
     for exp in experiments.values():                       # paper values that refer to runs or ranges
         for name, s in list(exp.settings.items()):

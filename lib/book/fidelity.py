@@ -56,8 +56,10 @@ __all__ = ["PAPERS", "VERDICTS", "COUNTED", "EVIDENCE", "MATCH_SD", "LEDGER", "l
            "claim_record",
            "not_checked", "by_construction", "verdict_of", "verdict_over", "verdict_class", "sweep", "Sweep",
            "match_ratio", "erratum", "erratum_record", "unrecorded", "collect", "claims_table", "errata_table",
-           "verdict_counts", "paper_summary", "appendix_disagreements", "numbers_not_in_outputs", "notebook_summary",
-           "notebook_outputs", "shown_tables", "CLAIMS_HEADER", "ERRATA_HEADER"]
+           "verdict_counts", "paper_summary", "NOT_RESOLVED", "STANDARDS", "ordering", "rate", "uncontrolled",
+           "appendix_disagreements", "numbers_not_in_outputs", "notebook_summary",
+           "notebook_outputs", "shown_tables", "CLAIMS_HEADER", "ERRATA_HEADER", "finding", "finding_record",
+           "findings_table", "FINDINGS_HEADER", "BOOK"]
 
 PAPERS = {
     "emami": "Emami et al. (2021), *Implicit bias of linear RNNs*",
@@ -65,11 +67,16 @@ PAPERS = {
     "zucchet": "Zucchet et al. (2023), *Gated recurrent neural networks discover attention*",
 }
 # "depends on" is written with its choice: "depends on the training budget"
-VERDICTS = ("reproduced", "depends on", "partially reproduced", "differs", "not checked", "by construction")
+VERDICTS = ("reproduced", "depends on", "partially reproduced", "differs", "not resolved", "not checked",
+            "by construction")
 COUNTED = ("reproduced", "depends on", "partially reproduced", "differs")   # the verdicts of a test of the paper
+# "not resolved" is written with what would resolve it: "not resolved at 10 epochs with 12 seeds" --
+# a test that ran and whose spread cannot decide (too few repetitions); listed, not counted
+NOT_RESOLVED = "not resolved"
 EVIDENCE = ("demonstrated", "suspected")
 MATCH_SD = 2.0
 GLUE_PREFIX = "fidelity-"
+BOOK = "book"        # the "paper" of a finding: a result of the book's own, claimed by none of PAPERS
 _KEY = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")
 _LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_:.-]*$")
 NO_ARTEFACT = "—"
@@ -230,13 +237,65 @@ def verdict_of(*checks) -> str:
 
 def verdict_class(verdict: str) -> str:
     """The entry of :data:`VERDICTS` a record's verdict belongs to ("depends on the code" ->
-    "depends on"); a ValueError for anything else."""
+    "depends on", "not resolved at 10 epochs with 12 seeds" -> "not resolved"); a ValueError for
+    anything else."""
     if isinstance(verdict, str) and verdict.startswith(DEPENDS) and verdict[len(DEPENDS):].strip():
         return "depends on"
-    if verdict in VERDICTS and verdict != "depends on":
+    if isinstance(verdict, str) and verdict.startswith(NOT_RESOLVED + " ") and verdict[len(NOT_RESOLVED):].strip():
+        return NOT_RESOLVED
+    if verdict in VERDICTS and verdict not in ("depends on", NOT_RESOLVED):
         return verdict
-    raise ValueError(f"verdict must be one of {', '.join(repr(v) for v in VERDICTS if v != 'depends on')} "
-                     f"or 'depends on <the choice>', got {verdict!r}")
+    raise ValueError(f"verdict must be one of "
+                     f"{', '.join(repr(v) for v in VERDICTS if v not in ('depends on', NOT_RESOLVED))}, "
+                     f"'depends on <the choice>' or 'not resolved <with what>', got {verdict!r}")
+
+
+# ----------------------------------------------------------------------------- one standard per kind of claim
+
+STANDARDS = {
+    "identity": "an exact identity: the relative error in float64 at most 1e-10, or at most a bound computed "
+                "from the round-off of the computation",
+    "match": "a statistical match: match_ratio at most 1 -- the difference within MATCH_SD standard deviations "
+             "of the spread the experiment's own repetitions show",
+    "limit": "a limit with a rate: the fitted exponent within MATCH_SD standard errors of the predicted one "
+             "(a rate the paper does not state: an exponent MATCH_SD standard errors away from 0)",
+    "ordering": "an ordering or ranking: each adjacent pair in the stated order by more than MATCH_SD standard "
+                "errors of its difference; a pair within that is not resolved, a pair reversed by more fails",
+    "existence": "existence: one instance computed (a construction, a counterexample) and checked as an identity",
+}
+
+
+def ordering(values, errors, *, decreasing: bool = True) -> str:
+    """The book's one rule for "these come in this order" (:data:`STANDARDS` "ordering"):
+    ``values`` in the order the claim states (``decreasing``: each larger than the next), ``errors``
+    the standard error of each (from its repetitions).  Each adjacent pair is resolved when its
+    difference exceeds :data:`MATCH_SD` standard errors of the difference (the errors added in
+    quadrature).  Returns "holds" (every pair resolved in the stated order), "fails" (some pair
+    resolved in the reverse order) or "not resolved" (otherwise: the repetitions cannot decide)."""
+    v = np.asarray(values, dtype=float)
+    e = np.asarray(errors, dtype=float)
+    if v.ndim != 1 or v.size < 2 or e.shape != v.shape:
+        raise ValueError(f"values and errors must be two 1-d sequences of the same length >= 2, "
+                         f"got shapes {v.shape} and {e.shape}")
+    if not (np.all(np.isfinite(v)) and np.all(np.isfinite(e))) or np.any(e < 0):
+        raise ValueError(f"values must be finite and errors finite and >= 0, got {values!r} and {errors!r}")
+    step = (v[:-1] - v[1:]) if decreasing else (v[1:] - v[:-1])
+    scale = MATCH_SD * np.hypot(e[:-1], e[1:])
+    if np.any(step < -scale):
+        return "fails"
+    return "holds" if np.all(step > scale) else NOT_RESOLVED
+
+
+def rate(slope, se, predicted=None) -> bool:
+    """The book's one rule for a limit with a rate (:data:`STANDARDS` "limit"): the fitted exponent
+    ``slope`` (with its standard error ``se``) within :data:`MATCH_SD` standard errors of the
+    ``predicted`` one; with no prediction, an exponent resolved from 0 (the limit is approached)."""
+    slope, se = float(slope), float(se)
+    if not (math.isfinite(slope) and math.isfinite(se)) or se <= 0:
+        raise ValueError(f"slope must be finite and se finite and > 0, got {slope!r} and {se!r}")
+    if predicted is None:
+        return abs(slope) > MATCH_SD * se
+    return abs(slope - float(predicted)) <= MATCH_SD * se
 
 
 # The ledgers: one TOML file a paper (book/claims/PAPER.toml), a table [claim.KEY] or
@@ -347,7 +406,7 @@ def _words(kind: str, key: str, given: dict, folder=None) -> tuple[str, dict]:
 
 
 def claim(key: str, *, book, verdict: str, scale: str = "book", paper_scale=None, sweeps=(), wrong=None,
-          what=None, published=None, section=None, stored: str = STORED_PAPER_SCALE) -> None:
+          what=None, published=None, section=None, stored: str = STORED_PAPER_SCALE, standard=None) -> None:
     """Record one quantitative claim of a paper and what the chapter found.
 
     The ledger entry ``[claim.KEY]`` of the paper (see :func:`ledger`) gives the claim's words:
@@ -364,12 +423,16 @@ def claim(key: str, *, book, verdict: str, scale: str = "book", paper_scale=None
     record; a verdict must agree with them: "depends on X" needs a sweep over X that flips, and a
     sweep that flips needs that verdict). ``wrong``: ``(value, holds)``, the check's outcome on a
     plausible wrong value of what the paper states (``value`` as the page writes it); a check
-    that holds on it could not tell the paper from the wrong value and is refused. Nothing is
+    that holds on it could not tell the paper from the wrong value and is refused. For a
+    "differs" it is the outcome on a case where the claim does hold (the exact construction, the
+    paper's own regime), which must hold: a check that fails there too is refused. ``standard``:
+    the kind of claim, one of :data:`STANDARDS` (the rule its check applies). Nothing is
     displayed (the record is glued); :func:`collect` reads it back for the fidelity appendix
     (Appendix "app-fidelity").
     """
     _glue(claim_record(key, book=book, verdict=verdict, scale=scale, paper_scale=paper_scale, sweeps=sweeps,
-                       wrong=wrong, what=what, published=published, section=section, stored=stored))
+                       wrong=wrong, what=what, published=published, section=section, stored=stored,
+                       standard=standard))
 
 
 def not_checked(key: str, *, scale: str = "book", what=None, published=None, section=None) -> None:
@@ -410,7 +473,7 @@ def _check_sweeps(key: str, verdict: str, sweeps) -> list[Sweep]:
 
 def claim_record(key: str, *, book, verdict: str, scale: str = "book", paper_scale=None, sweeps=(), wrong=None,
                  what=None, published=None, section=None, ledger_folder=None,
-                 stored: str = STORED_PAPER_SCALE) -> dict:
+                 stored: str = STORED_PAPER_SCALE, standard=None) -> dict:
     """The validated record that :func:`claim` glues (its values formatted as the appendix shows
     them, its words completed from the ledger in ``ledger_folder``, default :data:`LEDGER`)."""
     cls = verdict_class(verdict)
@@ -418,23 +481,35 @@ def claim_record(key: str, *, book, verdict: str, scale: str = "book", paper_sca
     paper, words = _words("claim", key, dict(what=what, published=published, section=section), ledger_folder)
     _check_section(words["section"])
     sweeps = _check_sweeps(key, verdict, sweeps)
-    if cls in ("not checked", "by construction") and (sweeps or wrong is not None):
-        raise ValueError(f"claim {key}: a claim that is {cls!r} is not tested, so it has no sweep and no wrong value")
+    if cls in ("not checked", "by construction") and (sweeps or wrong is not None or standard is not None):
+        raise ValueError(f"claim {key}: a claim that is {cls!r} is not tested, so it has no sweep, no wrong value "
+                         f"and no standard")
+    if standard is not None and standard not in STANDARDS:
+        raise ValueError(f"claim {key}: standard must be one of {', '.join(STANDARDS)}, got {standard!r}")
     wrong_text = None
     if wrong is not None:
         if not (isinstance(wrong, tuple) and len(wrong) == 2):
             raise TypeError(f"claim {key}: wrong must be (value as the page writes it, outcome of the check on it)")
         value, holds = wrong
         value = _text("the wrong value", value)
-        if bool(holds):
+        if cls == "differs":
+            # a "differs" shows its check passing where the claim does hold (the exact construction, the
+            # paper's own stated regime): a check that fails everywhere says nothing about the paper
+            if not bool(holds):
+                raise ValueError(f"claim {key}: a 'differs' needs its check to hold on a case where the claim does "
+                                 f"hold; it fails on {value} too, so it cannot tell the paper from anything else")
+            wrong_text = f"holds on {value}"
+        elif bool(holds):
             raise ValueError(f"claim {key}: the check also holds on the plausible wrong value {value}: it cannot tell "
                              f"what the paper says from a wrong statement, so it is no test of the paper")
-        wrong_text = f"fails on {value}"
+        else:
+            wrong_text = f"fails on {value}"
     data = dict(kind="claim", paper=paper, key=key, what=_text("what", words["what"]),
                 published=_text("published", words["published"]), book=_text("book", book),
                 paper_scale=_text("paper_scale", paper_scale, allow_none=True), stored=_text("stored", stored),
                 verdict=verdict, section=words["section"], scale=scale,
-                sweep=_text("sweep", "; ".join(s.text() for s in sweeps)) if sweeps else None, wrong=wrong_text)
+                sweep=_text("sweep", "; ".join(s.text() for s in sweeps)) if sweeps else None, wrong=wrong_text,
+                standard=standard)
     if cls == "not checked" and data["book"] != NO_ARTEFACT:
         raise ValueError(f"a claim that is 'not checked' has no book value: pass book={NO_ARTEFACT!r}, "
                          f"got {data['book']!r}")
@@ -461,6 +536,46 @@ def erratum_record(key: str, *, check: str, where=None, statement=None, correcti
                 statement=_text("statement", words["statement"]),
                 correction=_text("correction", words["correction"]), check=_text("check", check),
                 evidence=words["evidence"], section=words["section"])
+
+
+def finding(key: str, *, what: str, book, section: str, control: tuple) -> None:
+    """Record a result of the book's own -- one that joins the papers and that none of them
+    claims (Part IV) -- where the chapter establishes it: ``what`` (the result in words),
+    ``book`` (what the chapter computed), ``section`` (the label of the section that shows it)
+    and ``control`` = ``(value, holds)``, the same check on a plausible wrong statement, which
+    must fail.  The chapter asserts the check itself (a result that fails stops the build), so
+    a finding has no verdict; it is listed in the fidelity appendix apart from the papers'
+    claims and never counted among them (its ``paper`` is :data:`BOOK`)."""
+    _glue(finding_record(key, what=what, book=book, section=section, control=control))
+
+
+def finding_record(key: str, *, what: str, book, section: str, control: tuple) -> dict:
+    """The validated record that :func:`finding` glues."""
+    if not isinstance(key, str) or not _KEY.match(key):
+        raise ValueError(f"key must be a lower-case slug (letters, digits, '_', '.', '-'), got {key!r}")
+    _check_section(section)
+    if not (isinstance(control, tuple) and len(control) == 2):
+        raise TypeError(f"finding {key}: control must be (wrong statement as the page writes it, outcome of the "
+                        f"check on it)")
+    value, holds = control
+    value = _text("the control", value)
+    if bool(holds):
+        raise ValueError(f"finding {key}: the check also holds on the wrong statement {value}: it cannot tell the "
+                         f"result from a wrong one")
+    return dict(kind="finding", paper=BOOK, key=key, what=_text("what", what), book=_text("book", book),
+                section=section, control=f"fails on {value}")
+
+
+FINDINGS_HEADER = ["result", "this book", "control"]
+
+
+def findings_table(records: list[dict]) -> tuple[list[str], list[list[str]]]:
+    """The table (``(header, rows)``) of the book's own results, in reading order: the result
+    (with the section that shows it), what the chapter computed and the wrong statement its check
+    fails on."""
+    rows = [[f"{r['what']} ({{ref}}`{r['section']}`)", r["book"], r["control"]]
+            for r in records if r["kind"] == "finding"]
+    return list(FINDINGS_HEADER), rows
 
 
 def unrecorded(records: list[dict], folder=None) -> list[str]:
@@ -494,8 +609,17 @@ def collect(notebooks) -> list[dict]:
                 seen[ident] = path.stem
                 data.setdefault("sweep", None)
                 data.setdefault("wrong", None)
+                data.setdefault("standard", None)
                 records.append(dict(data, docname=path.stem))
     return records
+
+
+def uncontrolled(records: list[dict]) -> list[str]:
+    """The counted claims of ``records`` (verdicts in :data:`COUNTED`) that carry no control -- no
+    outcome of their check on a plausible wrong value (``wrong=`` of :func:`claim`) -- as
+    "paper:key".  Such a verdict could have been reached whatever the paper said."""
+    return [f"{r['paper']}:{r['key']}" for r in records
+            if r["kind"] == "claim" and verdict_class(r["verdict"]) in COUNTED and not r.get("wrong")]
 
 
 CLAIMS_HEADER = ["claim", "paper", "this book", "verdict"]
@@ -522,6 +646,8 @@ def claims_table(records: list[dict], paper: str) -> tuple[list[str], list[list[
         verdict = r["verdict"] if r["verdict"] == "reproduced" else f"**{r['verdict']}**"
         if r.get("sweep"):
             verdict += f" — {r['sweep']}"
+        if r.get("standard"):
+            verdict += f" ({r['standard']})"
         rows.append([f"{r['what']} ({{ref}}`{r['section']}`)", r["published"], book, verdict])
     return list(CLAIMS_HEADER), rows
 
@@ -561,16 +687,21 @@ def paper_summary(records: list[dict], paper: str) -> str:
             f"{n(c['reproduced'], 'reproduces', 'reproduce')} over every setting tried, "
             f"{n(c['depends on'], 'depends', 'depend')} on a choice the paper leaves open, "
             f"{n(c['partially reproduced'], 'reproduces', 'reproduce')} in part and {n(c['differs'], 'differs', 'differ')}. "
+            + (f"{n(c[NOT_RESOLVED], 'more is', 'more are')} not resolved by the repetitions computed, "
+               if c[NOT_RESOLVED] else "") +
             f"{n(c['not checked'], 'more is', 'more are')} stated but not checked, and "
             f"{n(c['by construction'], 'holds', 'hold')} by the book's own construction (listed, not counted).")
     parts = [head]
     for label, pick in (("Depends on a choice", lambda r: verdict_class(r["verdict"]) == "depends on"),
                         ("Reproduces in part", lambda r: r["verdict"] == "partially reproduced"),
-                        ("Differs", lambda r: r["verdict"] == "differs")):
+                        ("Differs", lambda r: r["verdict"] == "differs"),
+                        ("Not resolved", lambda r: verdict_class(r["verdict"]) == NOT_RESOLVED)):
         items = [r for r in rs if pick(r)]
         if items:
             parts.append(f"**{label}:** " + "; ".join(
                 f"{r['what']} ({r['verdict'][len(DEPENDS):]}, {{ref}}`{r['section']}`)" if r["verdict"].startswith(DEPENDS)
+                else f"{r['what']} ({r['verdict'][len(NOT_RESOLVED) + 1:]}, {{ref}}`{r['section']}`)"
+                if verdict_class(r["verdict"]) == NOT_RESOLVED
                 else f"{r['what']} ({{ref}}`{r['section']}`)" for r in items) + ".")
     return "\n\n".join(parts)
 
@@ -585,11 +716,13 @@ def _markdown_outputs(path) -> str:
 
 def shown_tables(path) -> list[dict]:
     """The results tables an executed notebook displays (:func:`lib.book.notebook.table`), as the
-    data they were rendered from: ``{"header": [...], "rows": [[...], ...]}`` each, in order."""
+    data they were rendered from: ``{"header": [...], "rows": [[...], ...]}`` each, in order (a
+    table's caption and label are left out: the data is what the records must agree with)."""
     import nbformat
 
     nb = nbformat.read(Path(path), as_version=4)
-    return [out["metadata"][MIME] for cell in nb.cells if cell.cell_type == "code"
+    return [{"header": out["metadata"][MIME]["header"], "rows": out["metadata"][MIME]["rows"]}
+            for cell in nb.cells if cell.cell_type == "code"
             for out in cell.get("outputs", []) if MIME in out.get("metadata", {})]
 
 
@@ -601,7 +734,7 @@ def appendix_disagreements(appendix, records: list[dict]) -> list[str]:
     shown = shown_tables(appendix)
     text = _markdown_outputs(appendix)
     problems = []
-    expected = {"claims": set(), "errata": set()}
+    expected = {"claims": set(), "errata": set(), "findings": set()}
 
     def displayed(table) -> bool:
         header, rows = table
@@ -619,8 +752,13 @@ def appendix_disagreements(appendix, records: list[dict]) -> list[str]:
         expected["errata"].update(map(tuple, table[1]))
         if not displayed(table):
             problems.append(f"the table of {evidence} errata differs from the chapters' records")
+    table = findings_table(records)
+    expected["findings"].update(map(tuple, table[1]))
+    if table[1] and not displayed(table):
+        problems.append("the table of the book's own results differs from the chapters' records")
+    kinds = {tuple(CLAIMS_HEADER): "claims", tuple(ERRATA_HEADER): "errata", tuple(FINDINGS_HEADER): "findings"}
     for t in shown:
-        kind = "claims" if t["header"] == CLAIMS_HEADER else "errata" if t["header"] == ERRATA_HEADER else None
+        kind = kinds.get(tuple(t["header"]))
         for row in t["rows"] if kind else []:
             if tuple(row) not in expected[kind]:
                 problems.append(f"a row of the appendix that no chapter records: {' | '.join(row)[:120]}")

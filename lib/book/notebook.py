@@ -68,14 +68,20 @@ def stored_chapter_run(chapter: str, scale: str, *, book_only: bool = False):
     return run
 
 
-def table(header, rows, *, before: str = "", after: str = "") -> None:
+def table(header, rows, *, caption: str | None = None, label: str | None = None, before: str = "",
+          after: str = "") -> None:
     """Display a results table: a ``header`` row of column titles, then ``rows``, one cell per
     column, each text the chapter has formatted (an ``int`` is written as it is; a float is
     refused, so that every number carries the precision its chapter chose).  The table is
     rendered from these data by :mod:`lib.book.tables` (each cell on its own, as inline MyST
     Markdown: nothing in a cell can break a row), with optional Markdown paragraphs ``before`` it
-    (what was run) and ``after`` it (the caption: what the reader should see)."""
-    shown = Table(header, rows)            # checks every cell before anything is displayed
+    (what was run) and ``after`` it (what the reader should take from it).
+
+    ``caption`` (inline MyST Markdown, ``$math$`` included: what the reader should see) is the
+    table's own caption: the book numbers it "Table N.k" like a figure; ``label`` (a MyST label,
+    ``tab-...``) lets the prose refer to it with ``{numref}`tab-...```.  Every table of the book
+    has a caption (the browser check, ``tools/browser_check.py``, refuses one without)."""
+    shown = Table(header, rows, caption, label)   # checks every cell before anything is displayed
     if before:
         display(Markdown(before))
     display(shown)

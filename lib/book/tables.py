@@ -96,7 +96,9 @@ def _render_math_display(self, tokens, idx, options, env):
 
 
 def _render_code(self, tokens, idx, options, env):
-    return f'<code class="docutils literal notranslate">{_html.escape(tokens[idx].content, quote=False)}</code>'
+    # a narrow column may wrap a code chip after "_", "." or "/" (<wbr>), never inside a word
+    code = re.sub(r"(?<=[_./])(?=\w)", "<wbr>", _html.escape(tokens[idx].content, quote=False))
+    return f'<code class="docutils literal notranslate">{code}</code>'
 
 
 _EXPLICIT = re.compile(r"^(?P<title>.+?)\s*<(?P<target>[^<>]+)>$", re.S)
@@ -141,10 +143,31 @@ def numeric_columns(rows) -> list[bool]:
     return out
 
 
-def html(header, rows) -> str:
+_LABEL = re.compile(r"^[A-Za-z][\w-]*$")
+
+
+def check_caption(caption, label) -> tuple[str, str | None]:
+    """``caption`` (non-empty text: what the reader should see in the table) and ``label`` (None,
+    or a MyST label such as ``tab-ae-ranks`` that ``{numref}`` refers to), checked."""
+    if not isinstance(caption, str) or not caption.strip():
+        raise ValueError(f"caption must be non-empty text (what the reader should see in the table), got {caption!r}")
+    if label is not None and (not isinstance(label, str) or not _LABEL.match(label)):
+        raise ValueError(f"label must be None or a MyST label (a letter, then letters, digits, '-' or '_'), "
+                         f"got {label!r}")
+    return caption.strip(), label
+
+
+def html(header, rows, caption: str | None = None, label: str | None = None) -> str:
     """The HTML of a results table: every cell rendered on its own (inline MyST Markdown, see
-    the module docstring), numeric columns right-aligned, wrapped in ``div.rnnbook-table``."""
+    the module docstring), numeric columns right-aligned, wrapped in ``div.rnnbook-table``.
+
+    A ``caption`` (inline MyST Markdown, math included) becomes the table's ``<caption>``; the
+    book's Sphinx extension (``tools/book_html.py``) numbers it "Table N.k" like a figure and
+    registers ``label`` for ``{numref}``/``{ref}`` (a captioned table without a label is
+    numbered too)."""
     header, rows = cells(header, rows)
+    if caption is not None or label is not None:
+        caption, label = check_caption(caption, label)
     numeric = numeric_columns(rows) or [False] * len(header)
 
     def td(tag, j, content):
@@ -155,7 +178,13 @@ def html(header, rows) -> str:
     body = "\n".join("<tr>" + "".join(td("td", j, inline_html(c, f"rows[{i}][{j}]")) for j, c in enumerate(row))
                      + "</tr>" for i, row in enumerate(rows))
     wide = " rnnbook-wide" if len(header) >= 6 else ""        # set smaller (tools/static/rnnbook.css)
-    return (f'<div class="rnnbook-table{wide}"><table class="table">\n<thead><tr>{head}</tr></thead>\n'
+    cap = attrs = ""
+    if caption is not None:
+        # the <span> is where the book's Sphinx extension writes the number ("Table 7.1")
+        cap = (f'<caption><span class="caption-number"></span><span class="caption-text">'
+               f'{inline_html(caption, "caption")}</span></caption>\n')
+        attrs = f' data-caption="1"' + (f' data-label="{_html.escape(label)}"' if label else "")
+    return (f'<div class="rnnbook-table{wide}"{attrs}><table class="table">\n{cap}<thead><tr>{head}</tr></thead>\n'
             f"<tbody>\n{body}\n</tbody>\n</table></div>")
 
 
@@ -174,10 +203,20 @@ class Table:
     text for a terminal, and the data itself in the output's metadata under :data:`MIME` (not
     as an output of its own, which a renderer would try, and fail, to show)."""
 
-    def __init__(self, header, rows):
+    def __init__(self, header, rows, caption: str | None = None, label: str | None = None):
         self.header, self.rows = cells(header, rows)
-        self._html = html(self.header, self.rows)      # renders every cell now: a bad role fails here
+        if caption is not None or label is not None:
+            caption, label = check_caption(caption, label)
+        self.caption, self.label = caption, label
+        # renders every cell now: a bad role fails here
+        self._html = html(self.header, self.rows, caption, label)
 
     def _repr_mimebundle_(self, include=None, exclude=None):
-        data = {"text/html": self._html, "text/plain": text(self.header, self.rows)}
-        return data, {MIME: {"header": self.header, "rows": self.rows}}
+        plain = text(self.header, self.rows)
+        if self.caption:
+            plain = f"Table: {_plain(self.caption)}\n{plain}"
+        data = {"text/html": self._html, "text/plain": plain}
+        meta = {"header": self.header, "rows": self.rows}
+        if self.caption:
+            meta.update(caption=self.caption, label=self.label)
+        return data, {MIME: meta}
