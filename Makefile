@@ -20,9 +20,10 @@ PIPQUIET := grep -v "is ignored: it is neither a file nor a directory" || true
 .PHONY: book test chapter bench paper setup mathjax clean list help browser lab notebook pdf
 .DEFAULT_GOAL := book
 
-## make book                 execute the chapters whose inputs changed, build _build/html
+## make book [J=N]           execute the chapters whose inputs changed (N at once; default: the
+##                           number of cores), build _build/html
 book: setup
-	$(BIN)/python -m tools.book build
+	$(BIN)/python -m tools.book build $(if $(J),-j $(J))
 
 ## make test                 library tests, every chapter executed, strict HTML build, browser check
 test: setup browser

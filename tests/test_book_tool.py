@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-from tools import book
+from tools import book, sources
 
 
 def test_every_chapter_source_is_in_the_toc():
@@ -100,7 +100,7 @@ def test_chapters_that_read_stored_runs_are_re_executed_when_a_run_changes(tmp_p
     """The input digest of a chapter covers the manifest lines of the stored runs its front matter
     declares (rnnbook: stored: [...]), and no other: a new teacher run leaves a chapter that reads
     only the icl run, and a chapter that reads none, as they were."""
-    monkeypatch.setattr(book, "RESULTS", tmp_path)
+    monkeypatch.setattr(sources, "RESULTS", tmp_path)
     reader, other = tmp_path / "12_reader.md", tmp_path / "01_other.md"
     reader.write_text(_READER)
     other.write_text("x = 1\n")
@@ -144,13 +144,13 @@ def test_chapters_that_read_stored_runs_are_re_executed_when_a_run_changes(tmp_p
 def test_timing_records_stay_out_of_the_input_digest(tmp_path, monkeypatch):
     """A chapter's cache key covers its source, lib/ and versions only; the appendix that
     tabulates wall times sees the timing records through a separate field of its record."""
-    monkeypatch.setattr(book, "TIMINGS", tmp_path / "timings.json")
+    monkeypatch.setattr(sources, "TIMINGS", tmp_path / "timings.json")
     reader, other = tmp_path / "99_reproducibility.md", tmp_path / "01_other.md"
     reader.write_text("---\nrnnbook:\n  reads: [timings]\n---\ntimings\n")
     other.write_text("x = 1\n")
-    book.TIMINGS.write_text('{"01_other": {"seconds": 1.0}}')
+    sources.TIMINGS.write_text('{"chapters": {"01_other": {"seconds": 1.0}}, "missing": []}')
     before = [book.input_digest(p, "lib") for p in (reader, other)], book.timings_seen(reader)
-    book.TIMINGS.write_text('{"01_other": {"seconds": 2.0}}')
+    sources.TIMINGS.write_text('{"chapters": {"01_other": {"seconds": 2.0}}, "missing": []}')
     after = [book.input_digest(p, "lib") for p in (reader, other)], book.timings_seen(reader)
     assert before[0] == after[0]                       # digests unchanged by a new wall time
     assert before[1] != after[1]                       # ...but the timing appendix notices it
@@ -166,8 +166,8 @@ def test_the_fidelity_appendix_runs_after_the_chapters_and_sees_their_records(tm
         (tmp_path / f"{name}.md").write_text(f"---\nrnnbook:\n  {reads}\n---\n" if reads else "x = 1\n")
     assert [p.stem for p in book.run_order([tmp_path / f"{n}.md" for n in names])] == \
         ["02_b", "01_a", "97_fidelity", "99_reproducibility"]
-    monkeypatch.setattr(book, "BOOK", tmp_path)
-    monkeypatch.setattr(book, "chapters", lambda: [tmp_path / f"{n}.md" for n in names])
+    monkeypatch.setattr(sources, "BOOK", tmp_path)
+    monkeypatch.setattr(sources, "chapters", lambda: [tmp_path / f"{n}.md" for n in names])
     reader = tmp_path / "97_fidelity.md"
 
     def chapter(book_value, stdout):
@@ -188,11 +188,12 @@ def test_the_fidelity_appendix_runs_after_the_chapters_and_sees_their_records(tm
 _DRIVER = r'''
 import os, sys
 from pathlib import Path
-from tools import book
+from tools import book, sources
 tmp = Path(sys.argv[2])
-book.BOOK, book.BUILD = tmp / "book", tmp / "build"
-book.EXEC, book.TIMINGS = tmp / "build" / "exec", tmp / "build" / "timings.json"
-book.chapters = lambda: [tmp / "book" / "50_sleepy.md"]
+sources.BOOK, sources.BUILD = tmp / "book", tmp / "build"
+sources.EXEC, sources.TIMINGS = tmp / "build" / "exec", tmp / "build" / "timings.json"
+sources.LOCKS, sources.EXECUTOR = tmp / "build" / "locks", tmp / "build" / "executor.json"
+sources.chapters = lambda: [tmp / "book" / "50_sleepy.md"]
 print(book.execute(force=len(sys.argv) > 3), flush=True)
 '''
 

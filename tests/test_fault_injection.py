@@ -16,7 +16,10 @@ non-finite values of ``tests/test_boundary.py``, which itself allows no obscure 
 faults of the executor and of the kernels are tests of their own below, one per fault; those of
 the stored runs are ``tests/test_stored_runs.py`` (changed, missing or swapped files) and
 ``tests/test_storage_faults.py`` (crafted, truncated and foreign files, a full disk, a second
-process, a join killed at each of its writes), whose rows this table prints after the bad inputs.
+process, a join killed at each of its writes), and those of the executor with two workers are
+``tests/test_executor_faults.py`` (a second build or ``make chapter`` of a chapter under way, a
+chapter failing beside a running one, Ctrl-C during two chapters, a truncated timings file, a
+chapter without a record); this table prints their rows after the bad inputs.
 
     python -m tests.test_fault_injection     prints the table and its totals (from the repository's root)
 """
@@ -574,25 +577,34 @@ def _complete_notebook(text="1") -> dict:
             "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
 
 
+def _point_executor_at(tmp_path, monkeypatch, srcs):
+    """The executor's paths and table of contents moved to a book under tmp_path."""
+    from tools import execute, sources
+
+    monkeypatch.setattr(sources, "ROOT", tmp_path)
+    monkeypatch.setattr(sources, "BOOK", tmp_path / "book")
+    monkeypatch.setattr(sources, "BUILD", tmp_path / "build")
+    monkeypatch.setattr(sources, "EXEC", tmp_path / "build" / "exec")
+    monkeypatch.setattr(sources, "LOCKS", tmp_path / "build" / "locks")
+    monkeypatch.setattr(sources, "TIMINGS", tmp_path / "build" / "timings.json")
+    monkeypatch.setattr(sources, "EXECUTOR", tmp_path / "build" / "executor.json")
+    monkeypatch.setattr(sources, "chapters", lambda: list(srcs))
+    monkeypatch.setattr(execute, "_REPORTED", set())
+
+
 @pytest.fixture
 def fake_book(tmp_path, monkeypatch):
     """tools/book.py on a one-chapter book under tmp_path, with papermill replaced by a function
     that writes a complete notebook (and counts its calls)."""
-    from tools import book
+    from tools import book, kernel
 
     (tmp_path / "book").mkdir()
     src = tmp_path / "book" / "50_fake.md"
     src.write_text(_CHAPTER)
-    monkeypatch.setattr(book, "ROOT", tmp_path)
-    monkeypatch.setattr(book, "BOOK", tmp_path / "book")
-    monkeypatch.setattr(book, "BUILD", tmp_path / "build")
-    monkeypatch.setattr(book, "EXEC", tmp_path / "build" / "exec")
-    monkeypatch.setattr(book, "TIMINGS", tmp_path / "build" / "timings.json")
-    monkeypatch.setattr(book, "chapters", lambda: [src])
-    monkeypatch.setattr(book, "_REPORTED", set())
+    _point_executor_at(tmp_path, monkeypatch, [src])
     calls = []
 
-    def papermill(src_, out, parameters=None):
+    def papermill(src_, out, parameters=None, threads=None):
         calls.append(parameters)
         if (parameters or {}).get("fail"):
             out.write_text(json.dumps({**_complete_notebook(), "cells": [{
@@ -605,7 +617,7 @@ def fake_book(tmp_path, monkeypatch):
         out.write_text(json.dumps(_complete_notebook(f"run {len(calls)}")))
         return 0.01
 
-    monkeypatch.setattr(book, "run_papermill", papermill)
+    monkeypatch.setattr(kernel, "run_papermill", papermill)
     return book, src, tmp_path / "book" / "50_fake.ipynb", tmp_path / "build" / "exec" / "50_fake.json", calls
 
 
@@ -644,36 +656,45 @@ def test_a_corrupt_record_is_reported_in_one_line_and_treated_as_absent(fake_boo
     assert book.execute() == []
 
 
-@pytest.mark.parametrize("content", ["{truncated", "null"])
-def test_a_corrupt_timings_file_is_reported_in_one_line_and_rewritten(fake_book, capsys, content):
+@pytest.mark.parametrize("content", ["{truncated", "null", "", '{"chapters": {"50_fake": {"seconds": 0.1}}}'])
+def test_a_corrupt_or_false_timings_file_is_rebuilt_from_the_records(fake_book, content):
+    """Whatever timings.json holds -- garbage, nothing, or a number nobody measured -- the build
+    rewrites it from the chapters' records alone."""
+    from tools import sources
+
     book, src, out, record, calls = fake_book
-    book.TIMINGS.parent.mkdir(parents=True, exist_ok=True)
-    book.TIMINGS.write_text(content)
-    assert book.execute() == ["50_fake"]
-    assert "timings.json" in capsys.readouterr().err
-    assert set(json.loads(book.TIMINGS.read_text())) == {"50_fake"}
+    book.execute()
+    measured = json.loads(record.read_text())["seconds"]
+    sources.TIMINGS.write_text(content)
+    assert book.execute() == []                                       # nothing to execute; rebuilt still
+    timings = json.loads(sources.TIMINGS.read_text())
+    assert timings["chapters"]["50_fake"]["seconds"] == measured and timings["missing"] == []
     assert out.is_file() and record.is_file()
 
 
 def test_a_failed_execution_publishes_nothing(fake_book, capsys):
+    from tools import kernel, sources
+
     book, src, out, record, calls = fake_book
     book.execute()
     monkey_calls = calls.copy()
-    papermill = book.run_papermill
-    book.run_papermill = lambda s, o, p=None: papermill(s, o, {"fail": True})
+    papermill = kernel.run_papermill
+    kernel.run_papermill = lambda s, o, p=None, threads=None: papermill(s, o, {"fail": True})
     try:
         with pytest.raises(book.BookError, match="failed to execute"):
             book.execute(force=True)
     finally:
-        book.run_papermill = papermill
+        kernel.run_papermill = papermill
     assert not out.exists() and not record.exists()
-    assert (book.BUILD / "failed" / out.name).is_file()
+    assert (sources.BUILD / "failed" / out.name).is_file()
     assert len(calls) == len(monkey_calls) + 1
 
 
-def _fake_page(book):
+def _fake_page():
+    from tools import sources
+
     def build(src, nb, params):
-        staging = book.BUILD / "chapters" / (src.stem + ".building")
+        staging = sources.BUILD / "chapters" / (src.stem + ".building")
         page = staging / "_build" / "html" / "book" / (src.stem + ".html")
         page.parent.mkdir(parents=True, exist_ok=True)
         page.write_text(f"page of {hashlib.sha256(nb.read_bytes()).hexdigest()} with {params}")
@@ -683,11 +704,13 @@ def _fake_page(book):
 
 @pytest.mark.parametrize("fault", ["fail", "interrupt"])
 def test_make_chapter_replaces_notebook_and_page_only_from_a_complete_run(fake_book, monkeypatch, fault):
+    from tools import render, sources
+
     book, src, out, record, calls = fake_book
-    monkeypatch.setattr(book, "build_chapter_page", _fake_page(book))
+    monkeypatch.setattr(render, "build_chapter_page", _fake_page())
     nb = book.run_chapter("50", {})
-    rec_path = book.BUILD / "chapters" / "50_fake.json"
-    page = book.BUILD / "chapters" / "50_fake" / "_build" / "html" / "book" / "50_fake.html"
+    rec_path = sources.BUILD / "chapters" / "50_fake.json"
+    page = sources.BUILD / "chapters" / "50_fake" / "_build" / "html" / "book" / "50_fake.html"
     rec = json.loads(rec_path.read_text())
     sha = hashlib.sha256(nb.read_bytes()).hexdigest()
     assert rec["notebook_sha256"] == sha and sha in page.read_text() and rec["parameters"] == {}
@@ -699,8 +722,8 @@ def test_make_chapter_replaces_notebook_and_page_only_from_a_complete_run(fake_b
         with pytest.raises(KeyboardInterrupt):
             book.run_chapter("50", {"interrupt": True})
     assert (nb.read_bytes(), page.read_text(), rec_path.read_text()) == before   # the previous pair, intact
-    assert (book.BUILD / "chapters" / "failed" / "50_fake.ipynb").is_file()
-    assert not (book.BUILD / "chapters" / "50_fake.running.ipynb").exists()
+    assert (sources.BUILD / "chapters" / "failed" / "50_fake.ipynb").is_file()
+    assert not (sources.BUILD / "chapters" / "50_fake.running.ipynb").exists()
 
 
 def test_socket_folders_of_dead_executions_are_removed(tmp_path, monkeypatch):
@@ -737,10 +760,10 @@ def test_socket_folders_of_dead_executions_are_removed(tmp_path, monkeypatch):
 def test_a_chapter_execution_leaves_no_socket_folder(tmp_path):
     """The kernel's IPC folder (in the temporary folder) is removed when papermill returns."""
     code = ("import tempfile, sys; tempfile.tempdir = sys.argv[1]\n"
-            "from pathlib import Path\nfrom tools import book\n"
+            "from pathlib import Path\nfrom tools import kernel, sources\n"
             "src = Path(sys.argv[1]) / '50_fake.md'; src.write_text(sys.argv[2])\n"
-            "book.EXEC = Path(sys.argv[1]) / 'exec'\n"
-            "book.run_papermill(src, Path(sys.argv[1]) / 'out.ipynb')\n"
+            "sources.EXEC = Path(sys.argv[1]) / 'exec'\n"
+            "kernel.run_papermill(src, Path(sys.argv[1]) / 'out.ipynb')\n"
             "print(sorted(p.name for p in Path(sys.argv[1]).glob('rnnbook-*')))")
     res = subprocess.run([sys.executable, "-c", code, str(tmp_path), _CHAPTER], cwd=ROOT, capture_output=True,
                          text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)})
@@ -894,14 +917,17 @@ def main() -> int:
         print(f"{r['outcome']:<10}  {r['case']:<{width}}  {r['what'][:150]}")
     counts = {k: sum(r["outcome"] == k for r in rows) for k in ("named", "documented", "obscure", "silent")}
     print(f"{len(rows)} bad inputs: " + ", ".join(f"{v} {k}" for k, v in counts.items()))
-    # the stored runs, group files, checkpoints and manifest (tests/test_storage_faults.py)
-    with tempfile.TemporaryDirectory(prefix="storage-faults-") as folder:
-        faults = _sibling("test_storage_faults").table(Path(folder))
-    print()
-    for r in faults:
-        print(f"{r['outcome']:<6}  {r['case']}\n        {r['what'][:300]}")
-    failed = sum(r["outcome"] != "holds" for r in faults)
-    print(f"{len(faults)} faults of the stored runs: {len(faults) - failed} hold, {failed} fail")
+    failed = 0
+    # the stored runs, group files, checkpoints and manifest; the executor with two workers
+    for module, what in (("test_storage_faults", "the stored runs"), ("test_executor_faults", "the executor")):
+        with tempfile.TemporaryDirectory(prefix=f"{module}-") as folder:
+            faults = _sibling(module).table(Path(folder))
+        print()
+        for r in faults:
+            print(f"{r['outcome']:<6}  {r['case']}\n        {r['what'][:300]}")
+        broken = sum(r["outcome"] != "holds" for r in faults)
+        print(f"{len(faults)} faults of {what}: {len(faults) - broken} hold, {broken} fail")
+        failed += broken
     return 0 if not counts["silent"] and counts["obscure"] <= 5 and not failed else 1
 
 

@@ -597,19 +597,19 @@ def _stored_chapter(number: str):
 
 def run_chapter(number: str, overrides: dict | None = None, results: Path | None = None) -> Path:
     """Execute the chapter at ``scale="paper"`` and store what it glued, with its provenance."""
-    from tools import book
+    from tools import kernel, sources
 
     exp = _stored_chapter(number)
-    src = book.BOOK / f"{exp.chapter}.md"
+    src = sources.BOOK / f"{exp.chapter}.md"
     commit, code = git_commit(("lib", "tools", src.relative_to(ROOT).as_posix())), code_digest()
     source = hashlib.sha256(src.read_bytes()).hexdigest()    # the text this execution runs
     parameters = {"scale": "paper", **(overrides or {})}
     root = Path(results) if results is not None else RESULTS
     out = root / artefacts.chapter_folder(src.stem)
     # the executed notebook (not stored; a trial into another results folder keeps its own)
-    executed = (book.BUILD / "paper" if results is None else root) / f"{src.stem}.ipynb"
+    executed = (sources.BUILD / "paper" if results is None else root) / f"{src.stem}.ipynb"
     t0 = time.time()
-    book.run_papermill(src, executed, parameters)
+    kernel.run_papermill(src, executed, parameters)
     wall = time.time() - t0
     glued = glued_values(executed)
     if not glued:

@@ -14,4 +14,5 @@ the checkout -- only when a function asks for them, never when it is imported.
     fidelity     the papers' claims and slips as the chapters record them (the fidelity appendix)
     notebook     what every chapter does the same way: the scale switch, rel_err, stored runs, tables
     plotting     the book's single matplotlib style
+    buildtime    the build time the reproducibility appendix reports: measured chapters only
 """
