@@ -7,15 +7,13 @@ that have no record (never executed here, or failed).  ``_build/executor.json`` 
 build that executed chapters: its wall time, the sum of its chapters' times, its workers.
 
 :func:`report` turns these into the appendix's table and its caption.  A total is given only of
-the measured chapters and says so; a verdict on the book's budget is given only when no chapter is
-missing, and it is about the build's wall time where the last build executed every chapter (a
-build with several workers takes less than the sum of its chapters), else about the sum.
+the measured chapters and says so; a time for the whole book is given only when no chapter is
+missing: the build's wall time where the last build executed every chapter (a build with several
+workers takes less than the sum of its chapters), else the sum.
 """
 from __future__ import annotations
 
 __all__ = ["report"]
-
-BUDGET_SECONDS = 15 * 60        # the book's budget for executing and building everything, 2 cores
 
 
 def _chapters(timings) -> tuple[dict, list]:
@@ -31,10 +29,10 @@ def _chapters(timings) -> tuple[dict, list]:
     return chapters, list(timings.get("missing", []))
 
 
-def report(timings: dict, executor: dict | None = None, budget_seconds: float = BUDGET_SECONDS):
+def report(timings: dict, executor: dict | None = None):
     """``(header, rows, caption)`` of the build-time table: one row a measured chapter (name,
     seconds, scale, workers, when), a total row of the measured chapters, and a caption that
-    names the missing chapters, or else gives the verdict on ``budget_seconds``.
+    names the missing chapters, or else gives the time of the whole book.
 
     ``executor`` is the last build's record (``_build/executor.json``) or None."""
     chapters, missing = _chapters(timings)
@@ -51,19 +49,15 @@ def report(timings: dict, executor: dict | None = None, budget_seconds: float = 
     if missing:
         caption.append(f"Not measured: {', '.join(missing)} (no execution record: never executed here, or "
                        f"failed). The total covers the {measured} only, so this page "
-                       "gives no verdict on the book's budget.")
+                       "gives no time for the whole book.")
         return ["chapter", "wall time (s)", "scale", "workers", "measured"], rows, " ".join(caption)
     whole = executor is not None and set(executor.get("executed", [])) >= set(chapters)
     if whole:
         wall = float(executor["wall_seconds"])
         caption.append(
             f"The last build that executed every chapter ({executor.get('finished', 'date not recorded')}, "
-            f"{executor.get('workers', 1)} at once) executed them in {wall / 60:.1f} minutes of wall time, "
-            + ("within" if wall <= budget_seconds else "**over**")
-            + f" the {budget_seconds / 60:.0f}-minute budget of the book; its chapters' times sum to "
-            f"{executor['chapter_seconds'] / wall:.2f} times its wall time.")
+            f"{executor.get('workers', 1)} at once) executed them in {wall / 60:.1f} minutes of wall time; "
+            f"its chapters' times sum to {executor['chapter_seconds'] / wall:.2f} times its wall time.")
     else:
-        caption.append(f"Executed one after another, the chapters take {total / 60:.1f} minutes, "
-                       + ("within" if total <= budget_seconds else "**over**")
-                       + f" the {budget_seconds / 60:.0f}-minute budget of the book.")
+        caption.append(f"Executed one after another, the chapters take {total / 60:.1f} minutes.")
     return ["chapter", "wall time (s)", "scale", "workers", "measured"], rows, " ".join(caption)
