@@ -138,7 +138,24 @@ def diagonal_ntk_limit(T: int, *, law: str = "uniform", lam_range=(0.0, 1.0), in
     return torch.from_numpy(K)
 
 
-class DiagonalLinearRNN(nn.Module):
+class _Recurrence(nn.Module):
+    """The diagonal recurrence lam of a network, carried as ``self.param`` says: "exp" (the
+    parameter nu with lam = exp(-exp(nu)), App. A.1/B.1), "direct" (lam itself) or "frozen" (a buffer)."""
+
+    def _set_recurrence(self, lam: torch.Tensor) -> None:
+        if self.param == "exp":
+            self.nu = nn.Parameter(torch.log(-torch.log(lam)))
+        elif self.param == "direct":
+            self.lam = nn.Parameter(lam)
+        else:
+            self.register_buffer("lam", lam)
+
+    def recurrence(self) -> torch.Tensor:
+        """lam (n,), through the parametrisation."""
+        return torch.exp(-torch.exp(self.nu)) if self.param == "exp" else self.lam
+
+
+class DiagonalLinearRNN(_Recurrence):
     """h_t = lam * h_{t-1} + B x_t, y_t = C h_t / sqrt(n): a diagonal linear RNN (Chapter 15).
 
     Args:
@@ -173,16 +190,7 @@ class DiagonalLinearRNN(nn.Module):
         if input_norm:
             B = B * torch.sqrt(1 - lam**2)[:, None]
         self.B, self.C = nn.Parameter(B.to(dtype)), nn.Parameter(C.to(dtype))
-        if self.param == "exp":
-            self.nu = nn.Parameter(torch.log(-torch.log(lam)).to(dtype))
-        elif self.param == "direct":
-            self.lam = nn.Parameter(lam.to(dtype))
-        else:
-            self.register_buffer("lam", lam.to(dtype))
-
-    def recurrence(self) -> torch.Tensor:
-        """lam (n,), through the parametrisation."""
-        return torch.exp(-torch.exp(self.nu)) if self.param == "exp" else self.lam
+        self._set_recurrence(lam.to(dtype))
 
     def markov_parameters(self, T: int) -> torch.Tensor:
         """L_j = C diag(lam^j) B / sqrt(n), j < T: (T, n_y, n_x)."""
@@ -347,7 +355,7 @@ def input_gated_ntk_limit(T: int, *, law: str = "uniform", lam_range=(0.0, 1.0),
     return (nu_G**2 + 2 * nu_C * nu_G) * frozen + nu_C * nu_G**2 * ss
 
 
-class InputGatedDiagonalRNN(nn.Module):
+class InputGatedDiagonalRNN(_Recurrence):
     """h_t = lam * h_{t-1} + (W^m x_t) * (W^x x_t), y_t = C h_t / sqrt(n): the input gating of eq. (2)
     of Zucchet et al. with a linear readout (Chapter 15, section "sec-diag-gated").
 
@@ -370,15 +378,7 @@ class InputGatedDiagonalRNN(nn.Module):
         self.W_m = nn.Parameter((math.sqrt(nu_G) * torch.randn(self.n, self.n_x, generator=g, dtype=DTYPE)).to(dtype))
         self.W_x = nn.Parameter((math.sqrt(nu_G) * torch.randn(self.n, self.n_x, generator=g, dtype=DTYPE)).to(dtype))
         self.C = nn.Parameter((math.sqrt(nu_C) * torch.randn(self.n_y, self.n, generator=g, dtype=DTYPE)).to(dtype))
-        if self.param == "exp":
-            self.nu = nn.Parameter(torch.log(-torch.log(lam)).to(dtype))
-        elif self.param == "direct":
-            self.lam = nn.Parameter(lam.to(dtype))
-        else:
-            self.register_buffer("lam", lam.to(dtype))
-
-    def recurrence(self) -> torch.Tensor:
-        return torch.exp(-torch.exp(self.nu)) if self.param == "exp" else self.lam
+        self._set_recurrence(lam.to(dtype))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = as_tensor("x", x, 3, dtype=self.C.dtype)
