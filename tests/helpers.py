@@ -23,3 +23,16 @@ def stop_at(step: int):
         if now == step:
             raise KeyboardInterrupt
     return on_log
+
+
+def fault_rows():
+    """``(rows, row)`` for a fault-injection table: ``@row("what is injected: what must hold")``
+    on a function appends ``(name, function)`` to ``rows`` (the table's order is the file's)."""
+    rows = []
+
+    def row(name: str):
+        def add(fn):
+            rows.append((name, fn))
+            return fn
+        return add
+    return rows, row

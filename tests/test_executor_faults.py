@@ -22,6 +22,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import fault_rows
+
 ROOT = Path(__file__).resolve().parent.parent
 
 _CHAPTER = '''---
@@ -175,14 +177,7 @@ class _Fake:
 # --------------------------------------------------------------------------------------------------
 # the rows
 # --------------------------------------------------------------------------------------------------
-ROWS = []
-
-
-def row(name: str):
-    def add(fn):
-        ROWS.append((name, fn))
-        return fn
-    return add
+ROWS, row = fault_rows()
 
 
 @row("two builds of one chapter at once (processes): the second is refused for it in one line naming the first; "

@@ -33,6 +33,7 @@ from lib.book import artefacts, experiments
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import kill_at_write  # noqa: E402  (tests/ is no package)
+from tests.helpers import fault_rows
 
 OLD_STEPS, NEW_STEPS = 4, 2                  # the stored run of _tiny, and the run that replaces it
 
@@ -211,14 +212,7 @@ def _copy_without(base: "Base", tmp: Path, *groups: int) -> tuple[Path, Path]:
 # --------------------------------------------------------------------------------------------------
 # the rows
 # --------------------------------------------------------------------------------------------------
-ROWS = []
-
-
-def row(name: str):
-    def add(fn):
-        ROWS.append((name, fn))
-        return fn
-    return add
+ROWS, row = fault_rows()
 
 
 @row("crafted run.pt, its manifest line recomputed: load_run refuses it naming the file; nothing runs")
