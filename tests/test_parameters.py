@@ -121,6 +121,10 @@ def test_relations_accept_only_comparisons_of_arithmetic():
     assert rel.problem(dict(n_fit=3, T=3, long_factor=2)) is None
     assert "got T = 3, long_factor = 2, n_fit = 4" in rel.problem(dict(n_fit=4, T=3, long_factor=2))
     assert P.Relation("a < b", "x").problem(dict(a=None, b=1)) is None      # left to the scale rule
-    for bad in ("a", "__import__('os') == 1", "a.b < 1", "f(a) < 1"):
+    lag = P.Relation("max(delays) < T", "x")
+    assert lag.names == ["T", "delays"] and lag.problem(dict(delays=[0, 4], T=5)) is None
+    assert "got T = 4, delays = [0, 4]" in lag.problem(dict(delays=[0, 4], T=4))
+    for bad in ("a", "__import__('os') == 1", "a.b < 1", "f(a) < 1", "max(a, b) < 1", "max(a + 1) < 1",
+                "open(a) < 1"):
         with pytest.raises(ValueError, match="relation"):
             P.Relation(bad, "x")

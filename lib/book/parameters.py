@@ -308,6 +308,7 @@ def check(chapter: str, namespace: dict, book: Path = BOOK) -> None:
 
 # ----------------------------------------------------------------------------- relations
 
+_FUNCS = {"min": min, "max": max, "len": len}     # the calls a relation may make, on one list parameter
 _OPS = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!="}
 
 
@@ -315,7 +316,8 @@ _OPS = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", as
 class Relation:
     """A relation between a chapter's parameters, declared in the experiment registry: ``rule``
     is a comparison of arithmetic in the parameters' names and numbers (``low_dim <= a``,
-    ``2 * n_fit <= T * long_factor``); ``why`` says what breaks otherwise."""
+    ``2 * n_fit <= T * long_factor``), where ``min``, ``max`` and ``len`` of a list parameter may
+    stand for a name (``max(delays) < T``); ``why`` says what breaks otherwise."""
 
     rule: str
     why: str
@@ -328,14 +330,20 @@ class Relation:
         if not isinstance(tree, ast.Compare):
             raise ValueError(f"relation {self.rule!r} must be a comparison (<, <=, >, >=, ==, !=)")
         for node in ast.walk(tree):
-            if not isinstance(node, (ast.Compare, ast.BinOp, ast.UnaryOp, ast.Name, ast.Constant, ast.Load,
-                                     ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Mod, ast.Pow,
-                                     ast.USub, *_OPS)):
-                raise ValueError(f"relation {self.rule!r}: only names, numbers, + - * / // % ** and comparisons")
+            if isinstance(node, ast.Call):
+                if not (isinstance(node.func, ast.Name) and node.func.id in _FUNCS and len(node.args) == 1
+                        and not node.keywords and isinstance(node.args[0], ast.Name)):
+                    raise ValueError(f"relation {self.rule!r}: a call must be min, max or len of one parameter")
+            elif not isinstance(node, (ast.Compare, ast.BinOp, ast.UnaryOp, ast.Name, ast.Constant, ast.Load,
+                                       ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Mod, ast.Pow,
+                                       ast.USub, *_OPS)):
+                raise ValueError(f"relation {self.rule!r}: only names, numbers, + - * / // % **, min, max, len "
+                                 "and comparisons")
 
     @property
     def names(self) -> list[str]:
-        return sorted({n.id for n in ast.walk(ast.parse(self.rule, mode="eval")) if isinstance(n, ast.Name)})
+        return sorted({n.id for n in ast.walk(ast.parse(self.rule, mode="eval"))
+                       if isinstance(n, ast.Name) and n.id not in _FUNCS})
 
     def problem(self, values: dict) -> str | None:
         """None when the relation holds for ``values``; otherwise it, the values and why.  A
@@ -343,7 +351,7 @@ class Relation:
         if any(values.get(n) is None for n in self.names):
             return None
         env = {n: values[n] for n in self.names}
-        if eval(compile(ast.parse(self.rule, mode="eval"), "<relation>", "eval"), {"__builtins__": {}}, env):
+        if eval(compile(ast.parse(self.rule, mode="eval"), "<relation>", "eval"), {"__builtins__": {}, **_FUNCS}, env):
             return None
         shown = ", ".join(f"{n} = {v!r}" for n, v in env.items())
         return f"the parameters must satisfy {self.rule} ({self.why}), got {shown}"
