@@ -386,6 +386,21 @@ def test_the_one_rule_for_a_match():
         fidelity.match_ratio(0.1, 0.1, n_rep=1)
 
 
+def test_the_rule_for_the_largest_of_k_matches():
+    from statistics import NormalDist
+    assert fidelity.match_sd(1) == fidelity.MATCH_SD
+    tail = lambda z: 2 * (1 - NormalDist().cdf(z))
+    previous = fidelity.MATCH_SD
+    for k in (2, 12, 33, 1000):
+        z = fidelity.match_sd(k)
+        assert z > previous                                   # more statistics, a wider band
+        assert tail(z) * k == pytest.approx(tail(fidelity.MATCH_SD), rel=1e-9)   # Bonferroni at the one level
+        previous = z
+    for bad in (0, -3, 2.5, True):
+        with pytest.raises(ValueError, match="k must be an int >= 1"):
+            fidelity.match_sd(bad)
+
+
 def test_an_erratum_needs_its_evidence(tmp_path):
     text = "[erratum.07-x]\nwhere = 'Sec. 2'\nstatement = 'a'\ncorrection = 'b'\nsection = 'sec-x'\n"
     folder = write_ledgers(tmp_path / "claims", dict(sperduti=text))

@@ -57,7 +57,7 @@ __all__ = ["PAPERS", "VERDICTS", "COUNTED", "EVIDENCE", "MATCH_SD", "LEDGER", "l
            "not_checked", "by_construction", "verdict_of", "verdict_over", "verdict_class", "sweep", "Sweep",
            "match_ratio", "erratum", "erratum_record", "unrecorded", "collect", "claims_table", "errata_table",
            "verdict_counts", "paper_summary", "NOT_RESOLVED", "STANDARDS", "ordering", "rate", "uncontrolled",
-           "appendix_disagreements", "numbers_not_in_outputs", "notebook_summary",
+           "appendix_disagreements", "numbers_not_in_outputs", "notebook_summary", "match_sd",
            "notebook_outputs", "shown_tables", "CLAIMS_HEADER", "ERRATA_HEADER", "finding", "finding_record",
            "findings_table", "FINDINGS_HEADER", "BOOK"]
 
@@ -146,6 +146,22 @@ def match_ratio(difference, spread, n_rep: int | None = None):
         s = s * math.sqrt(1 + 1 / n_rep)
     r = d / (MATCH_SD * s)
     return float(r) if r.ndim == 0 else r
+
+
+def match_sd(k: int = 1) -> float:
+    """The book's one rule for the largest of ``k`` matches judged together (the largest |z| over
+    k statistics, every read-back of a sweep): each compared at the Bonferroni-corrected level of
+    :data:`MATCH_SD`, so that the chance that the largest of k statistics of a true claim leaves
+    the band is at most that of one statistic leaving ``MATCH_SD`` standard deviations.  Returns
+    the number of standard deviations z with two-sided Gaussian tail ``2 (1 - Phi(z)) =
+    2 (1 - Phi(MATCH_SD)) / k``; ``match_sd(1)`` is :data:`MATCH_SD`."""
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+        raise ValueError(f"k must be an int >= 1 (the number of statistics judged together), got {k!r}")
+    if k == 1:
+        return MATCH_SD
+    from statistics import NormalDist
+    tail = 2 * (1 - NormalDist().cdf(MATCH_SD)) / int(k)
+    return float(NormalDist().inv_cdf(1 - tail / 2))
 
 
 # ----------------------------------------------------------------------------- sweeps and verdicts
@@ -256,7 +272,8 @@ STANDARDS = {
     "identity": "an exact identity: the relative error in float64 at most 1e-10, or at most a bound computed "
                 "from the round-off of the computation",
     "match": "a statistical match: match_ratio at most 1 -- the difference within MATCH_SD standard deviations "
-             "of the spread the experiment's own repetitions show",
+             "of the spread the experiment's own repetitions show; the largest of k statistics judged together "
+             "within match_sd(k), the same level Bonferroni-corrected for k",
     "limit": "a limit with a rate: the fitted exponent within MATCH_SD standard errors of the predicted one "
              "(a rate the paper does not state: an exponent MATCH_SD standard errors away from 0)",
     "ordering": "an ordering or ranking: each adjacent pair in the stated order by more than MATCH_SD standard "
