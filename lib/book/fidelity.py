@@ -275,7 +275,9 @@ STANDARDS = {
              "of the spread the experiment's own repetitions show; the largest of k statistics judged together "
              "within match_sd(k), the same level Bonferroni-corrected for k",
     "limit": "a limit with a rate: the fitted exponent within MATCH_SD standard errors of the predicted one "
-             "(a rate the paper does not state: an exponent MATCH_SD standard errors away from 0)",
+             "(a rate the paper does not state: an exponent MATCH_SD standard errors away from 0); for errors "
+             "computed exactly in float64, which have no sampling spread, within a tolerance on the exponent that the "
+             "chapter declares before the fit from the size of the neglected higher-order term",
     "ordering": "an ordering or ranking: each adjacent pair in the stated order by more than MATCH_SD standard "
                 "errors of its difference; a pair within that is not resolved, a pair reversed by more fails",
     "existence": "existence: one instance computed (a construction, a counterexample) and checked as an identity",
