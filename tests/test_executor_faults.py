@@ -294,7 +294,9 @@ def order_and_overlap(tmp: Path) -> str:
         fake.log.clear()
         execute.execute(jobs=2, force=True)
         starts = [n for kind, n, _, _ in fake.log if kind == "start"]
-        assert starts[0] == "03_s20", starts               # longest first
+        # longest first: the two workers start together, so the longest is among the first two to start (the order of
+        # their start records is the scheduler's); shortest-first would start the two 10 s chapters and fail here
+        assert "03_s20" in starts[:2], starts
         at = {(kind, n): t for kind, n, t, _ in fake.log}
         assert at[("start", "97_s1")] >= max(at[("end", n)] for n in ("01_s10", "02_s10", "03_s20"))
         assert at[("start", "99_s1")] >= at[("end", "97_s1")]
