@@ -505,6 +505,18 @@ def test_ordering_refuses_bad_input(values, errors):
         fidelity.ordering(values, errors)
 
 
+def test_magnitude_is_one_sided_within_its_factor():
+    # Table 1's polynomial distance, 3.7e-4: a tenfold larger error still meets it, a larger one does not
+    assert fidelity.magnitude([1e-4, 3.7e-3], 3.7e-4)
+    assert not fidelity.magnitude([1e-4, 3.8e-3], 3.7e-4)          # one repetition outside decides
+    assert fidelity.magnitude([1e-24], 2e-10)                      # far smaller: closer to the target
+    assert not fidelity.magnitude([2.0e-3], 3.7e-4, factor=3)
+    with pytest.raises(ValueError, match="values"):
+        fidelity.magnitude([float("nan")], 1e-3)
+    with pytest.raises(ValueError, match="published"):
+        fidelity.magnitude([1e-3], 0.0)
+
+
 def test_rate_is_judged_against_its_prediction_or_zero():
     assert fidelity.rate(-0.52, 0.03, predicted=-0.5)
     assert not fidelity.rate(-0.30, 0.03, predicted=-0.5)      # the wrong exponent is told apart

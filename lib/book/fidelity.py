@@ -281,7 +281,27 @@ STANDARDS = {
     "ordering": "an ordering or ranking: each adjacent pair in the stated order by more than MATCH_SD standard "
                 "errors of its difference; a pair within that is not resolved, a pair reversed by more fails",
     "existence": "existence: one instance computed (a construction, a counterexample) and checked as an identity",
+    "magnitude": "a precision the paper reports as one value, in units it leaves open, against the book's "
+                 "repetitions: every repetition's error at most MAGNITUDE_FACTOR times the published one -- "
+                 "one-sided, since a smaller error is closer to the target -- judged at each setting of the "
+                 "plausible range of the units; used where the repetitions spread over orders of magnitude, so that "
+                 "a match within their spread would measure the spread and not the paper's value",
 }
+
+MAGNITUDE_FACTOR = 10.0
+
+
+def magnitude(values, published, factor: float = MAGNITUDE_FACTOR) -> bool:
+    """The book's one rule for a precision the paper reports as a single value in units it leaves
+    open (:data:`STANDARDS` "magnitude"): True when every one of the book's ``values`` (one a
+    repetition, e.g. a trained student) is at most ``factor`` times ``published``.  One-sided: an
+    error below the paper's is closer to the target and passes."""
+    v = np.asarray(values, dtype=float).ravel()
+    if v.size < 1 or not np.all(np.isfinite(v)) or np.any(v < 0):
+        raise ValueError(f"values must be one or more finite errors >= 0, got {values!r}")
+    if not (np.isfinite(published) and published > 0) or not (np.isfinite(factor) and factor >= 1):
+        raise ValueError(f"published must be a positive error and factor >= 1, got {published!r} and {factor!r}")
+    return bool(np.all(v <= factor * published))
 
 
 def ordering(values, errors, *, decreasing: bool = True) -> str:
