@@ -533,6 +533,13 @@ def test_not_resolved_is_a_verdict_listed_but_not_counted():
         fidelity.verdict_class("not resolved ")
 
 
+def test_differs_may_name_the_setting_it_was_measured_at():
+    assert fidelity.verdict_class("differs at the one initialisation tried") == "differs"
+    assert "differs" in fidelity.COUNTED
+    with pytest.raises(ValueError, match="verdict must be one of"):
+        fidelity.verdict_class("differs ")
+
+
 def test_a_standard_must_be_one_of_the_kinds(ledger_folder=None):
     records = []
     with pytest.raises(ValueError, match="standard must be one of"):

@@ -73,6 +73,8 @@ COUNTED = ("reproduced", "depends on", "partially reproduced", "differs")   # th
 # "not resolved" is written with what would resolve it: "not resolved at 10 epochs with 12 seeds" --
 # a test that ran and whose spread cannot decide (too few repetitions); listed, not counted
 NOT_RESOLVED = "not resolved"
+# "differs" may name the setting it was measured at: "differs at the one initialisation tried" (counted as "differs")
+DIFFERS = "differs"
 EVIDENCE = ("demonstrated", "suspected")
 MATCH_SD = 2.0
 GLUE_PREFIX = "fidelity-"
@@ -259,11 +261,13 @@ def verdict_class(verdict: str) -> str:
         return "depends on"
     if isinstance(verdict, str) and verdict.startswith(NOT_RESOLVED + " ") and verdict[len(NOT_RESOLVED):].strip():
         return NOT_RESOLVED
+    if isinstance(verdict, str) and verdict.startswith(DIFFERS + " ") and verdict[len(DIFFERS):].strip():
+        return DIFFERS
     if verdict in VERDICTS and verdict not in ("depends on", NOT_RESOLVED):
         return verdict
     raise ValueError(f"verdict must be one of "
                      f"{', '.join(repr(v) for v in VERDICTS if v not in ('depends on', NOT_RESOLVED))}, "
-                     f"'depends on <the choice>' or 'not resolved <with what>', got {verdict!r}")
+                     f"'depends on <the choice>', 'differs <at what>' or 'not resolved <with what>', got {verdict!r}")
 
 
 # ----------------------------------------------------------------------------- one standard per kind of claim
@@ -505,7 +509,7 @@ def _check_sweeps(key: str, verdict: str, sweeps) -> list[Sweep]:
                          f"is {DEPENDS + ' and '.join(dict.fromkeys(mixed))!r}, not {verdict!r} (fidelity.verdict_over)")
     elif verdict == "reproduced" and any(s.status == "fails" for s in sweeps):
         raise ValueError(f"claim {key}: 'reproduced' with a sweep that fails at every setting")
-    elif verdict == "differs" and any(s.status == "holds" for s in sweeps):
+    elif verdict_class(verdict) == DIFFERS and any(s.status == "holds" for s in sweeps):
         raise ValueError(f"claim {key}: 'differs' with a sweep that holds at every setting")
     return sweeps
 
@@ -733,7 +737,7 @@ def paper_summary(records: list[dict], paper: str) -> str:
     parts = [head]
     for label, pick in (("Depends on a choice", lambda r: verdict_class(r["verdict"]) == "depends on"),
                         ("Reproduces in part", lambda r: r["verdict"] == "partially reproduced"),
-                        ("Differs", lambda r: r["verdict"] == "differs"),
+                        ("Differs", lambda r: verdict_class(r["verdict"]) == DIFFERS),
                         ("Not resolved", lambda r: verdict_class(r["verdict"]) == NOT_RESOLVED)):
         items = [r for r in rs if pick(r)]
         if items:
@@ -741,6 +745,8 @@ def paper_summary(records: list[dict], paper: str) -> str:
                 f"{r['what']} ({r['verdict'][len(DEPENDS):]}, {{ref}}`{r['section']}`)" if r["verdict"].startswith(DEPENDS)
                 else f"{r['what']} ({r['verdict'][len(NOT_RESOLVED) + 1:]}, {{ref}}`{r['section']}`)"
                 if verdict_class(r["verdict"]) == NOT_RESOLVED
+                else f"{r['what']} ({r['verdict'][len(DIFFERS) + 1:]}, {{ref}}`{r['section']}`)"
+                if r["verdict"] != DIFFERS and verdict_class(r["verdict"]) == DIFFERS
                 else f"{r['what']} ({{ref}}`{r['section']}`)" for r in items) + ".")
     return "\n\n".join(parts)
 
