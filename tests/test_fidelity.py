@@ -319,7 +319,8 @@ def test_a_sweep_gives_reproduced_depends_on_or_differs():
 def test_verdict_class_groups_every_choice_under_depends_on():
     assert fidelity.verdict_class("depends on the amino-acid code") == "depends on"
     assert fidelity.verdict_class("by construction") == "by construction"
-    for bad in ("depends on", "depends on ", "fine", None):
+    assert fidelity.verdict_class("reproduced (past the peak, nu_W <= 0.7)") == "reproduced"
+    for bad in ("depends on", "depends on ", "fine", None, "reproduced ()", "reproduced mostly"):
         with pytest.raises(ValueError, match="verdict must be one of"):
             fidelity.verdict_class(bad)
 

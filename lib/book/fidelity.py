@@ -75,6 +75,9 @@ COUNTED = ("reproduced", "depends on", "partially reproduced", "differs")   # th
 NOT_RESOLVED = "not resolved"
 # "differs" may name the setting it was measured at: "differs at the one initialisation tried" (counted as "differs")
 DIFFERS = "differs"
+# "reproduced" may name, in parentheses, the range the book narrowed the claim to before the numbers:
+# "reproduced (past the peak of rho_j, nu_W <= 0.7)" (counted as "reproduced")
+REPRODUCED = "reproduced"
 EVIDENCE = ("demonstrated", "suspected")
 MATCH_SD = 2.0
 GLUE_PREFIX = "fidelity-"
@@ -263,6 +266,9 @@ def verdict_class(verdict: str) -> str:
         return NOT_RESOLVED
     if isinstance(verdict, str) and verdict.startswith(DIFFERS + " ") and verdict[len(DIFFERS):].strip():
         return DIFFERS
+    if (isinstance(verdict, str) and verdict.startswith(REPRODUCED + " (") and verdict.endswith(")")
+            and verdict[len(REPRODUCED) + 2:-1].strip()):
+        return REPRODUCED
     if verdict in VERDICTS and verdict not in ("depends on", NOT_RESOLVED):
         return verdict
     raise ValueError(f"verdict must be one of "
@@ -507,7 +513,7 @@ def _check_sweeps(key: str, verdict: str, sweeps) -> list[Sweep]:
     elif mixed:
         raise ValueError(f"claim {key}: the sweep over {', '.join(mixed)} holds at some settings only, so the verdict "
                          f"is {DEPENDS + ' and '.join(dict.fromkeys(mixed))!r}, not {verdict!r} (fidelity.verdict_over)")
-    elif verdict == "reproduced" and any(s.status == "fails" for s in sweeps):
+    elif verdict_class(verdict) == REPRODUCED and any(s.status == "fails" for s in sweeps):
         raise ValueError(f"claim {key}: 'reproduced' with a sweep that fails at every setting")
     elif verdict_class(verdict) == DIFFERS and any(s.status == "holds" for s in sweeps):
         raise ValueError(f"claim {key}: 'differs' with a sweep that holds at every setting")
@@ -686,7 +692,7 @@ def claims_table(records: list[dict], paper: str) -> tuple[list[str], list[list[
             book += f"; {r.get('stored', STORED_PAPER_SCALE)}: {r['paper_scale']}"
         if r.get("wrong"):
             book += f" (the check {r['wrong']})"
-        verdict = r["verdict"] if r["verdict"] == "reproduced" else f"**{r['verdict']}**"
+        verdict = r["verdict"] if verdict_class(r["verdict"]) == REPRODUCED else f"**{r['verdict']}**"
         if r.get("sweep"):
             verdict += f" — {r['sweep']}"
         if r.get("standard"):
