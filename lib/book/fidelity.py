@@ -722,6 +722,16 @@ def verdict_counts(records: list[dict], paper: str) -> dict:
     return counts
 
 
+def _qualifier(verdict: str) -> str:
+    """What a verdict adds to its class, as the summary prints it before the section:
+    "depends on the seed" gives "the seed, ", "not resolved with 4 seeds" gives "with 4 seeds, ",
+    a bare class gives ""."""
+    for prefix in (DEPENDS, NOT_RESOLVED + " ", DIFFERS + " "):
+        if verdict.startswith(prefix) and len(verdict) > len(prefix):
+            return verdict[len(prefix):] + ", "
+    return ""
+
+
 def paper_summary(records: list[dict], paper: str) -> str:
     """A short paragraph on ``paper``'s claims, from the records alone: how many the book tests
     and how many reproduce, then the claims that depend on a choice the paper leaves open (with
@@ -748,12 +758,7 @@ def paper_summary(records: list[dict], paper: str) -> str:
         items = [r for r in rs if pick(r)]
         if items:
             parts.append(f"**{label}:** " + "; ".join(
-                f"{r['what']} ({r['verdict'][len(DEPENDS):]}, {{ref}}`{r['section']}`)" if r["verdict"].startswith(DEPENDS)
-                else f"{r['what']} ({r['verdict'][len(NOT_RESOLVED) + 1:]}, {{ref}}`{r['section']}`)"
-                if verdict_class(r["verdict"]) == NOT_RESOLVED
-                else f"{r['what']} ({r['verdict'][len(DIFFERS) + 1:]}, {{ref}}`{r['section']}`)"
-                if r["verdict"] != DIFFERS and verdict_class(r["verdict"]) == DIFFERS
-                else f"{r['what']} ({{ref}}`{r['section']}`)" for r in items) + ".")
+                f"{r['what']} ({_qualifier(r['verdict'])}{{ref}}`{r['section']}`)" for r in items) + ".")
     return "\n\n".join(parts)
 
 
