@@ -85,6 +85,17 @@ def test_summaries_quote_only_numbers_their_chapter_computed(executed):
     assert problems == [], "\n".join(problems)
 
 
+def test_no_output_shows_an_unformatted_field(executed):
+    """No text a chapter displays or glues carries a format string's field that was never filled
+    (a string that lost its f prefix prints "{minutes:.1f}" on the page, or "{{ref}}", which the
+    strict build then rejects far from its cause)."""
+    from lib.book import fidelity
+
+    raw = {src.stem: fidelity.unformatted_fields(fidelity.notebook_outputs(src.with_suffix(".ipynb")))
+           for src in executed}
+    assert {k: v for k, v in raw.items() if v} == {}
+
+
 @pytest.fixture(scope="module")
 def site(executed):
     book.build_html(strict=True)   # jupyter-book build -W -n --keep-going; raises on a warning

@@ -578,3 +578,12 @@ def test_a_finding_is_the_books_own_and_never_counted():
         fidelity.finding_record("15-x", what="a result", book="0.5", section="sec-x", control="a wrong one")
     with pytest.raises(ValueError, match="section"):
         fidelity.finding_record("15-x", what="a result", book="0.5", section="not a label!", control=("w", False))
+
+
+def test_unformatted_fields_finds_a_string_that_lost_its_f_prefix():
+    lost = "its length, {minutes:.1f} minutes, is not the stated {PAPER['minutes']} ({{ref}}`sec-s1-data`)"
+    assert fidelity.unformatted_fields(lost) == ["{PAPER['minutes']}", "{minutes:.1f}", "{{ref}}"]
+    minutes, PAPER = 29.3, {"minutes": 51}
+    filled = f"its length, {minutes:.1f} minutes, is not the stated {PAPER['minutes']} ({{ref}}`sec-s1-data`)"
+    # LaTeX braces, MyST roles and glue are not fields
+    assert fidelity.unformatted_fields(filled + r" $\frac{a}{b}$, $x_{t}$, {glue:text}`k`, {cite:p}`x`") == []

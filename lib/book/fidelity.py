@@ -868,6 +868,18 @@ def notebook_summary(path) -> str:
     return "\n".join(text)
 
 
+# a replacement field of a Python format string left unformatted in displayed text (a string that
+# lost its f prefix): "{minutes:.1f}", "{PAPER['minutes']}", "{{ref}}" -- LaTeX's braces ("x_{t}",
+# "\\frac{a}{b}") and MyST roles ("{ref}`label`") have neither a format spec, a subscript nor doubled braces
+_RAW_FIELD = re.compile(r"\{\{\s*\w+\s*\}\}|\{[A-Za-z_]\w*(?:\[[^\]{}]*\])+(?:\.\w+)*(?::[^{}]*)?\}"
+                        r"|\{[A-Za-z_][\w.]*:[<>^=+\- #0,_]*\d*(?:\.\d+)?[bcdeEfFgGnosxX%]\}")
+
+
+def unformatted_fields(text: str) -> list[str]:
+    """The replacement fields of a format string that ``text`` shows unformatted (see _RAW_FIELD)."""
+    return sorted(set(_RAW_FIELD.findall(text)))
+
+
 def notebook_outputs(path) -> str:
     """Every text the executed notebook ``path`` displays or glues: streams, text/plain and
     text/markdown outputs, glued values."""
