@@ -327,14 +327,14 @@ def construction_size(d: int, compact: bool = False) -> dict[str, int]:
     Derived in Chapter 10, section "sec-construction-size", which asserts its counts against the
     built models.
 
-    ``nonzero`` counts the nonzero entries of the weight matrices plus every lam (the query
-    neurons' lam = 0 is their forgetting, a parameter all the same)."""
+    ``nonzero`` counts the nonzero entries of every tensor of the built model, lam included: the
+    key-value neurons' lam = 1 count, the query neurons' lam = 0 do not."""
     d = positive_int("d", d)
     n_kv = d * (d + 1) // 2 if compact else d * d
     n_h = n_kv + d
     n_g = d * d
     params = 2 * n_h * (d + 1) + n_h + 2 * n_g * n_h + d * n_g
-    nonzero = (2 * d * n_kv + d * d + d) + n_h + 2 * n_g + n_g
+    nonzero = (2 * d * n_kv + d * d + d) + n_kv + 2 * n_g + n_g
     return {"hidden": n_h, "key_value": n_kv, "query": d, "gate_out": n_g,
             "parameters": params, "nonzero": nonzero, "attention_parameters": 3 * d * d}
 

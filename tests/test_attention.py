@@ -126,6 +126,7 @@ def test_construction_size_counts_the_built_construction(d, compact):
     assert size["hidden"] == m.W_in_m.shape[0] == size["key_value"] + size["query"]
     assert size["gate_out"] == m.W_out_m.shape[0]
     assert size["parameters"] == sum(p.numel() for p in params)
-    weights = [m.W_in_m, m.W_in_x, m.W_out_m, m.W_out_x, m.D]     # every lam counts (lam = 0 forgets)
-    assert size["nonzero"] == sum(int((p.detach() != 0).sum()) for p in weights) + m.lam.numel()
+    # the nonzero entries of every tensor built, lam included (the query neurons' lam = 0 are zeros)
+    assert size["nonzero"] == sum(int((p.detach() != 0).sum()) for p in params)
+    assert int((m.lam.detach() != 0).sum()) == size["key_value"]
     assert size["attention_parameters"] == 3 * d * d
