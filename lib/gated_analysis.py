@@ -30,7 +30,8 @@ from .gated import GatedLinearRNN
 
 __all__ = ["monomials", "form_coefficients", "gating_kernels", "neuron_groups", "function_kernels",
            "outside_share", "attention_function_kernel", "side_spectra", "numerical_rank", "degree_share", "kernel_distance",
-           "compress_to_construction", "removal_changes", "removal_changes_reference", "zero_weights", "merge_test", "split_row", "fine_tune",
+           "compress_to_construction", "removal_changes", "removal_changes_reference", "zero_weights", "merge_test", "split_row", "gating_in_rows",
+           "embed_in_student", "fine_tune",
            "FLOAT32_RANK_TOL", "ZERO"]
 
 # A kernel direction of relative size sigma carries sigma^2 of the output's power; the students
@@ -376,6 +377,70 @@ def split_row(model, row: int, parts: int, mix: torch.Tensor) -> GatedLinearRNN:
     return GatedLinearRNN.from_weights(model.W_in_m.detach().double(), model.W_in_x.detach().double(),
                                        model.lam.detach().double(), torch.cat([Wm[keep], new_m]),
                                        torch.cat([Wx[keep], new_x]), torch.cat([D[:, keep], new_D], dim=1))
+
+
+def gating_in_rows(model, rows: int, memory: torch.Tensor, inputs: torch.Tensor, gen: torch.Generator) -> GatedLinearRNN:
+    """``model`` with its output gating rewritten in ``rows`` rows, for a model whose gating rows
+    read memory neurons (W_out_m) times input neurons (W_out_x).  Its memory x input x output
+    tensor T_aci = sum_o D_io W_out_m[o, a] W_out_x[o, c] is written as sum over the new rows of
+    u_o (x) b_o (x) d_o: the input factors b_o are drawn at random, each readout direction d_o is
+    chosen orthogonal to a random (|inputs| * outputs - rows)-dimensional set of (input, output)
+    directions outside the row space of T's memory unfolding (so the rank-one factors b_o d_o^T
+    span a ``rows``-dimensional space that contains T's), and the memory factors u_o are solved by
+    least squares.  When the least squares closes, the result computes exactly the function of
+    ``model`` (check it: the residual is not returned).  Used to place the paper's counts on a
+    network that computes the teacher (Chapter 11, section "sec-teacher-zeros")."""
+    model = _model("model", model)
+    n_h = model.W_in_m.shape[0]
+    for name, mask in (("memory", memory), ("inputs", inputs)):
+        if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool or mask.shape != (n_h,):
+            raise ValueError(f"{name} must be a boolean mask over the {n_h} hidden neurons")
+    if bool((memory & inputs).any()):
+        raise ValueError("memory and inputs must be disjoint sets of hidden neurons")
+    if not isinstance(gen, torch.Generator):
+        raise TypeError(f"gen must be a torch.Generator, got {type(gen).__name__}")
+    width = int(inputs.sum()) * model.D.shape[0]
+    if width == 0:
+        raise ValueError("inputs must mark at least one hidden neuron (the gating reads memory x input neurons)")
+    if isinstance(rows, bool) or not isinstance(rows, int) or not 1 <= rows <= width:
+        raise ValueError(f"rows must be an int in [1, {width}] (input neurons x outputs), got {rows!r}")
+    Wm, Wx, D = (w.detach().double() for w in (model.W_out_m, model.W_out_x, model.D))
+    T = torch.einsum("io,oa,oc->aci", D, Wm[:, memory], Wx[:, inputs])
+    F = T.reshape(T.shape[0], -1)                                            # memory x (input, output)
+    N = torch.linalg.svd(F)[2][int(torch.linalg.matrix_rank(F)):]           # directions outside F's row space
+    W = (torch.randn(F.shape[1] - rows, N.shape[0], generator=gen, dtype=torch.float64) @ N).reshape(-1, *T.shape[1:])
+    B = torch.randn(rows, T.shape[1], generator=gen, dtype=torch.float64)
+    Dn = torch.stack([torch.linalg.svd(torch.einsum("c,kci->ki", b, W))[2][-1] for b in B])
+    U = torch.linalg.lstsq(torch.einsum("oc,oi->oci", B, Dn).reshape(rows, -1).T, F.T).solution
+    new_m, new_x = (torch.zeros(rows, Wm.shape[1], dtype=torch.float64) for _ in range(2))
+    new_m[:, memory], new_x[:, inputs] = U, B
+    return GatedLinearRNN.from_weights(model.W_in_m.detach().double(), model.W_in_x.detach().double(),
+                                       model.lam.detach().double(), new_m, new_x, Dn.T.contiguous())
+
+
+def embed_in_student(model, n: int, gen: torch.Generator) -> GatedLinearRNN:
+    """``model`` inside a student of ``n`` hidden and ``n`` output-gating neurons that computes
+    the same function: the extra hidden neurons have zero input rows (as a trained student's
+    unused ones), lam drawn uniformly in [0, 1), and output-gating columns of the initial scale
+    1/sqrt(n); the extra gating rows have initial-scale rows and a zero readout column
+    (Chapter 11, section "sec-teacher-zeros")."""
+    model = _model("model", model)
+    h, g = model.lam.shape[0], model.D.shape[1]
+    if isinstance(n, bool) or not isinstance(n, int) or n < max(h, g):
+        raise ValueError(f"n must be an int >= {max(h, g)} (the model's hidden and gating neurons), got {n!r}")
+    if not isinstance(gen, torch.Generator):
+        raise TypeError(f"gen must be a torch.Generator, got {type(gen).__name__}")
+    W_in_m, W_in_x = (torch.cat([w, torch.zeros(n - h, w.shape[1], dtype=torch.float64)])
+                      for w in (model.W_in_m.detach().double(), model.W_in_x.detach().double()))
+    lam = torch.cat([model.lam.detach().double(), torch.rand(n - h, generator=gen, dtype=torch.float64)])
+    W_out = []
+    for w in (model.W_out_m.detach().double(), model.W_out_x.detach().double()):
+        full = torch.randn(n, n, generator=gen, dtype=torch.float64) / n ** 0.5
+        full[:g, :h] = w
+        full[:g, h:] = torch.randn(g, n - h, generator=gen, dtype=torch.float64) / n ** 0.5
+        W_out.append(full)
+    D = torch.cat([model.D.detach().double(), torch.zeros(model.D.shape[0], n - g, dtype=torch.float64)], dim=1)
+    return GatedLinearRNN.from_weights(W_in_m, W_in_x, lam, *W_out, D)
 
 
 def fine_tune(model, teacher, *, steps: int, lr: float, x_std: float, T: int, batch: int, seed: int) -> GatedLinearRNN:

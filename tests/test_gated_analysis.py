@@ -132,6 +132,27 @@ def test_removal_changes_are_zero_for_a_dead_neuron():
     assert ch_h[1] == 0.0 and (ch_h[[0, 2, 3]] > 0).all()
 
 
+def test_gating_in_rows_and_embedding_keep_the_function_and_only_the_right_row_count_closes():
+    """An identity (float64): the construction (d = 3: 9 gating rows, a memory unfolding of rank 6) with
+    its gating rewritten in 7 rows, inside a wider student, computes the same function; 2 rows, below
+    the rank, cannot hold the tensor and the least squares leaves a residual -- the rewrite can fail."""
+    W = _attention(3, 7)
+    net = lib.gated_rnn_from_attention(*W, compact=True)
+    groups = ga.neuron_groups(net, 0.9, 0.1)
+    x = torch.randn(2, 6, 3, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    rows = 7
+    wide = ga.gating_in_rows(net, rows, *groups, torch.Generator().manual_seed(2))
+    assert wide.D.shape[1] == rows
+    student = ga.embed_in_student(wide, 30, torch.Generator().manual_seed(3))
+    assert student.W_in_m.shape[0] == 30 and student.D.shape[1] == 30
+    assert bool((student.W_in_m.detach()[net.lam.shape[0]:] == 0).all())        # unused neurons: zero input rows
+    with torch.no_grad():
+        assert rel_err(wide(x), net(x)) <= 1e-10
+        assert rel_err(student(x), net(x)) <= 1e-10
+        narrow = ga.gating_in_rows(net, 2, *groups, torch.Generator().manual_seed(2))
+        assert rel_err(narrow(x), net(x)) > 1e-3
+
+
 @pytest.mark.parametrize("call, match", [
     (lambda n: ga.numerical_rank(torch.ones(3), tol=0.0), "tol"),
     (lambda n: ga.numerical_rank(torch.ones(3), tol=2.0), "tol"),
@@ -147,6 +168,15 @@ def test_removal_changes_are_zero_for_a_dead_neuron():
     (lambda n: ga.zero_weights(n, zero=-1.0), "zero"),
     (lambda n: ga.monomials(0), "d"),
     (lambda n: ga.gating_kernels(torch.nn.Linear(2, 2)), "model"),
+    (lambda n: ga.gating_in_rows(n, 0, torch.zeros(4, dtype=torch.bool), torch.ones(4, dtype=torch.bool),
+                                 torch.Generator()), "rows"),
+    (lambda n: ga.gating_in_rows(n, 1, torch.ones(4, dtype=torch.bool), torch.zeros(4, dtype=torch.bool),
+                                 torch.Generator()), "inputs"),
+    (lambda n: ga.gating_in_rows(n, 2, torch.ones(3, dtype=torch.bool), torch.zeros(4, dtype=torch.bool),
+                                 torch.Generator()), "memory"),
+    (lambda n: ga.gating_in_rows(n, 1, *ga.neuron_groups(n, 0.9, 0.1), 0), "gen"),
+    (lambda n: ga.embed_in_student(n, 2, torch.Generator()), "n"),
+    (lambda n: ga.embed_in_student(n, 8, None), "gen"),
 ])
 def test_bad_input_is_refused_by_name(call, match):
     net = lib.GatedLinearRNN(1, 4, 1, 3, seed=0)
