@@ -316,6 +316,22 @@ def test_a_sweep_gives_reproduced_depends_on_or_differs():
         fidelity.sweep("", {"a": True})
 
 
+def test_an_open_setting_decides_only_when_its_outcome_changes_the_verdict():
+    """A setting the runs leave undecided: harmless when both of its outcomes give the same verdict,
+    the verdict's decider (not resolved) when they do not."""
+    # one setting fails: an open one that held would make it "depends on", one that failed "differs"
+    assert fidelity.open_settings_decide("the variant", {"In+Out": False}, ["In+Skip"])
+    # one setting holds, another fails: "depends on" whatever the open one does
+    assert not fidelity.open_settings_decide("the threshold", {"0.01": True, "0.003": False}, ["0.001"])
+    # a mixed sweep beside a failing check: "depends on" either way
+    assert not fidelity.open_settings_decide("the code", {"a": True, "c": False}, ["b"], False)
+    assert fidelity.open_settings_decide("the code", {"a": True}, ["b"])        # reproduced or depends on
+    with pytest.raises(ValueError, match="at least one setting"):
+        fidelity.open_settings_decide("the code", {"a": True}, [])
+    with pytest.raises(ValueError, match="decided or open"):
+        fidelity.open_settings_decide("the code", {"a": True}, ["a"])
+
+
 def test_verdict_class_groups_every_choice_under_depends_on():
     assert fidelity.verdict_class("depends on the amino-acid code") == "depends on"
     assert fidelity.verdict_class("by construction") == "by construction"

@@ -54,7 +54,7 @@ from .tables import MIME, inline_html
 
 __all__ = ["PAPERS", "VERDICTS", "COUNTED", "EVIDENCE", "MATCH_SD", "LEDGER", "ledger", "published", "claim",
            "claim_record",
-           "not_checked", "by_construction", "verdict_of", "verdict_over", "verdict_class", "sweep", "Sweep",
+           "not_checked", "by_construction", "verdict_of", "verdict_over", "open_settings_decide", "verdict_class", "sweep", "Sweep",
            "match_ratio", "erratum", "erratum_record", "unrecorded", "collect", "claims_table", "errata_table",
            "verdict_counts", "paper_summary", "NOT_RESOLVED", "STANDARDS", "ordering", "rate", "uncontrolled",
            "appendix_disagreements", "numbers_not_in_outputs", "notebook_summary", "match_sd",
@@ -240,6 +240,25 @@ def verdict_over(*checks) -> str:
         return DEPENDS + " and ".join(dict.fromkeys(mixed))
     ok = [c.status == "holds" if isinstance(c, Sweep) else bool(c) for c in ran]
     return "reproduced" if all(ok) else ("partially reproduced" if any(ok) else "differs")
+
+
+def open_settings_decide(choice: str, outcomes, open_settings, *checks) -> bool:
+    """Whether settings of a swept choice that the runs could not decide (``open_settings``: their
+    labels; a setting not computed, or one whose repetitions leave it undecided) could change the
+    claim's verdict: :func:`verdict_over` with every open setting holding and with every one
+    failing, beside the decided ``outcomes`` and any other ``checks``.  When the two differ, the
+    verdict is "not resolved" (listed, not counted), naming the open settings; when they agree,
+    the open settings are harmless and the decided ones give the verdict."""
+    labels = [_text("an open setting", s) for s in open_settings]
+    if not labels:
+        raise ValueError("open_settings must name at least one setting the runs left undecided")
+    items = list(outcomes.items()) if isinstance(outcomes, dict) else list(outcomes)
+    decided = {_text("a setting", s) for s, ok in items if ok is not None}
+    both = sorted(decided & set(labels))
+    if both:
+        raise ValueError(f"a setting is either decided or open, not both: {both}")
+    verdicts = {verdict_over(sweep(choice, items + [(s, ok) for s in labels]), *checks) for ok in (True, False)}
+    return len(verdicts) > 1
 
 
 def verdict_of(*checks) -> str:
