@@ -550,6 +550,17 @@ def test_not_resolved_is_a_verdict_listed_but_not_counted():
         fidelity.verdict_class("not resolved ")
 
 
+def test_not_checked_may_name_where_and_why_and_still_has_no_book_value(ledger):
+    v = "not checked at the paper's recording length (the recording is not public; 0.1 on the public block)"
+    assert fidelity.verdict_class(v) == "not checked"
+    assert "not checked" not in fidelity.COUNTED
+    assert fidelity.claim_record("12-eta", book=fidelity.NO_ARTEFACT, verdict=v)["verdict"] == v
+    with pytest.raises(ValueError, match="has no book value"):
+        fidelity.claim_record("12-eta", book=0.1, verdict=v)
+    with pytest.raises(ValueError, match="verdict must be one of"):
+        fidelity.verdict_class("not checked ")
+
+
 def test_differs_may_name_the_setting_it_was_measured_at():
     assert fidelity.verdict_class("differs at the one initialisation tried") == "differs"
     assert "differs" in fidelity.COUNTED

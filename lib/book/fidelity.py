@@ -75,6 +75,9 @@ COUNTED = ("reproduced", "depends on", "partially reproduced", "differs")   # th
 NOT_RESOLVED = "not resolved"
 # "differs" may name the setting it was measured at: "differs at the one initialisation tried" (counted as "differs")
 DIFFERS = "differs"
+# "not checked" may name where the claim is not checked and why: "not checked at the paper's recording length (the
+# recording is not public; ...)" -- listed, not counted, with no book value (what was measured elsewhere goes in the words)
+NOT_CHECKED = "not checked"
 # "reproduced" may name, in parentheses, the range the book narrowed the claim to before the numbers:
 # "reproduced (past the peak of rho_j, nu_W <= 0.7)" (counted as "reproduced")
 REPRODUCED = "reproduced"
@@ -277,14 +280,16 @@ def verdict_of(*checks) -> str:
 
 def verdict_class(verdict: str) -> str:
     """The entry of :data:`VERDICTS` a record's verdict belongs to ("depends on the code" ->
-    "depends on", "not resolved at 10 epochs with 12 seeds" -> "not resolved"); a ValueError for
-    anything else."""
+    "depends on", "not resolved at 10 epochs with 12 seeds" -> "not resolved", "not checked at the
+    paper's recording length (...)" -> "not checked"); a ValueError for anything else."""
     if isinstance(verdict, str) and verdict.startswith(DEPENDS) and verdict[len(DEPENDS):].strip():
         return "depends on"
     if isinstance(verdict, str) and verdict.startswith(NOT_RESOLVED + " ") and verdict[len(NOT_RESOLVED):].strip():
         return NOT_RESOLVED
     if isinstance(verdict, str) and verdict.startswith(DIFFERS + " ") and verdict[len(DIFFERS):].strip():
         return DIFFERS
+    if isinstance(verdict, str) and verdict.startswith(NOT_CHECKED + " ") and verdict[len(NOT_CHECKED):].strip():
+        return NOT_CHECKED
     if (isinstance(verdict, str) and verdict.startswith(REPRODUCED + " (") and verdict.endswith(")")
             and verdict[len(REPRODUCED) + 2:-1].strip()):
         return REPRODUCED
@@ -292,7 +297,8 @@ def verdict_class(verdict: str) -> str:
         return verdict
     raise ValueError(f"verdict must be one of "
                      f"{', '.join(repr(v) for v in VERDICTS if v not in ('depends on', NOT_RESOLVED))}, "
-                     f"'depends on <the choice>', 'differs <at what>' or 'not resolved <with what>', got {verdict!r}")
+                     f"'depends on <the choice>', 'differs <at what>', 'not resolved <with what>' or 'not checked <where, why>', "
+                     f"got {verdict!r}")
 
 
 # ----------------------------------------------------------------------------- one standard per kind of claim
