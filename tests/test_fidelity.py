@@ -263,7 +263,7 @@ def test_not_checked_is_a_claim_without_a_book_value(ledger, monkeypatch):
     fidelity.not_checked("04-gap", scale="paper")
     assert recorded == [dict(kind="claim", paper="emami", key="04-gap", what="the gap shrinks",
                              published="0.0947 (Table 1)", book=fidelity.NO_ARTEFACT, paper_scale=None,
-                             stored=fidelity.STORED_PAPER_SCALE, verdict="not checked", section="sec-x",
+                             stored=None, verdict="not checked", section="sec-x",
                              scale="paper", sweep=None, wrong=None, standard=None)]
 
 
@@ -278,6 +278,10 @@ def test_the_appendix_names_a_stored_run_by_its_words(ledger):
     assert fidelity.claims_table([old], "emami")[1][0][2] == "0.1; stored paper-scale run: 0.3"
     with pytest.raises(ValueError, match="stored"):
         fidelity.claim_record("01-a", book="0.1", verdict="reproduced", paper_scale="0.3", stored="  ")
+    # a record that reads no artefact names none (it is not said to come from a stored run)
+    assert fidelity.claim_record("01-a", book="0.1", verdict="reproduced")["stored"] is None
+    with pytest.raises(ValueError, match="stored names the artefact"):
+        fidelity.claim_record("01-a", book="0.1", verdict="reproduced", stored="stored run")
 
 
 def test_unrecorded_names_the_ledger_entries_no_chapter_records(ledger):

@@ -480,7 +480,7 @@ def _words(kind: str, key: str, given: dict, folder=None) -> tuple[str, dict]:
 
 
 def claim(key: str, *, book, verdict: str, scale: str = "book", paper_scale=None, sweeps=(), wrong=None,
-          what=None, published=None, section=None, stored: str = STORED_PAPER_SCALE, standard=None) -> None:
+          what=None, published=None, section=None, stored: str | None = None, standard=None) -> None:
     """Record one quantitative claim of a paper and what the chapter found.
 
     The ledger entry ``[claim.KEY]`` of the paper (see :func:`ledger`) gives the claim's words:
@@ -489,8 +489,8 @@ def claim(key: str, *, book, verdict: str, scale: str = "book", paper_scale=None
     instead only where it formats a number it holds. ``book`` is the chapter's value at the scale
     it was executed at (``scale``), ``paper_scale`` the value computed from a stored paper-scale
     artefact (None: there is none) and ``stored`` the words that name that artefact in the appendix
-    ("stored run" for one trained for fewer steps than the paper's, whose ``paper_scale`` says
-    how many), ``verdict`` one of :data:`VERDICTS` ("depends on <choice>"
+    (default :data:`STORED_PAPER_SCALE`; "stored run" for one trained for fewer steps than the
+    paper's, whose ``paper_scale`` says how many; the record has none where no artefact is read), ``verdict`` one of :data:`VERDICTS` ("depends on <choice>"
     for the second), computed by the chapter from its own outputs (:func:`verdict_over`).
 
     ``sweeps``: the claim's :class:`Sweep` over each choice the paper leaves open (shown with the
@@ -547,7 +547,7 @@ def _check_sweeps(key: str, verdict: str, sweeps) -> list[Sweep]:
 
 def claim_record(key: str, *, book, verdict: str, scale: str = "book", paper_scale=None, sweeps=(), wrong=None,
                  what=None, published=None, section=None, ledger_folder=None,
-                 stored: str = STORED_PAPER_SCALE, standard=None) -> dict:
+                 stored: str | None = None, standard=None) -> dict:
     """The validated record that :func:`claim` glues (its values formatted as the appendix shows
     them, its words completed from the ledger in ``ledger_folder``, default :data:`LEDGER`)."""
     cls = verdict_class(verdict)
@@ -555,6 +555,9 @@ def claim_record(key: str, *, book, verdict: str, scale: str = "book", paper_sca
     paper, words = _words("claim", key, dict(what=what, published=published, section=section), ledger_folder)
     _check_section(words["section"])
     sweeps = _check_sweeps(key, verdict, sweeps)
+    if paper_scale is None and stored is not None:
+        raise ValueError(f"claim {key}: stored names the artefact that paper_scale was computed from; with no "
+                         f"paper_scale there is none, got stored={stored!r}")
     if cls in ("not checked", "by construction") and (sweeps or wrong is not None or standard is not None):
         raise ValueError(f"claim {key}: a claim that is {cls!r} is not tested, so it has no sweep, no wrong value "
                          f"and no standard")
@@ -580,7 +583,7 @@ def claim_record(key: str, *, book, verdict: str, scale: str = "book", paper_sca
             wrong_text = f"fails on {value}"
     data = dict(kind="claim", paper=paper, key=key, what=_text("what", words["what"]),
                 published=_text("published", words["published"]), book=_text("book", book),
-                paper_scale=_text("paper_scale", paper_scale, allow_none=True), stored=_text("stored", stored),
+                paper_scale=_text("paper_scale", paper_scale, allow_none=True), stored=None if paper_scale is None else _text("stored", STORED_PAPER_SCALE if stored is None else stored),
                 verdict=verdict, section=words["section"], scale=scale,
                 sweep=_text("sweep", "; ".join(s.text() for s in sweeps)) if sweeps else None, wrong=wrong_text,
                 standard=standard)
