@@ -319,9 +319,10 @@ def kernel_gd_path(x: torch.Tensor, y: torch.Tensor, M: torch.Tensor, L0: torch.
         v = L0.permute(0, 2, 1).reshape(mc, n_y).clone()
         unpack = lambda v: v.reshape(T, n_x, n_y).permute(0, 2, 1)
     else:
-        G = (A.reshape(T, n_x, T, n_x)[:, None, :, :, None, :]
-             * torch.eye(n_y, dtype=x.dtype)[None, :, None, None, :, None]).reshape(m, m)
-        E, c = torch.eye(m, dtype=x.dtype) - lr * M @ G, lr * M @ r.reshape(m)
+        # M G with G = Phi^T Phi on every output channel (G[(j,a,b),(k,c,d)] = A[(j,b),(k,d)] delta_ac),
+        # contracted blockwise: n_y times cheaper than forming G
+        MG = torch.einsum("pjcb,jbkd->pkcd", M.reshape(m, T, n_y, n_x), A.reshape(T, n_x, T, n_x)).reshape(m, m)
+        E, c = torch.eye(m, dtype=x.dtype) - lr * MG, lr * M @ r.reshape(m)
         v = L0.reshape(m).clone()
         unpack = lambda v: v.reshape(T, n_y, n_x)
     got, done = {}, 0
