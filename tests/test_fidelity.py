@@ -517,6 +517,13 @@ def test_ordering_resolves_only_beyond_the_spread():
     assert fidelity.ordering([0.48, 0.25, 0.07, 0.10], [0.01, 0.01, 0.001, 0.001]) == "fails"
     assert fidelity.ordering([1.0, 2.0, 3.0], [0.1, 0.1, 0.1], decreasing=False) == "holds"
     assert fidelity.ordering([1.0, 2.0, 3.0], [0.1, 0.1, 0.1]) == "fails"
+    # a trend against the stated order that no adjacent step resolves, but the ends do (Fig. 4's gap to a wrong
+    # limit: rising by less than two se a step, by three se from the first to the last), refutes it
+    rising, se = [0.752, 0.800, 0.856, 0.865], [0.034, 0.026, 0.018, 0.015]
+    assert fidelity.ordering(rising[:2], se[:2]) == fidelity.ordering(rising[2:], se[2:]) == "not resolved"
+    assert fidelity.ordering(rising, se) == "fails"
+    # the same means with errors too wide for any pair: not resolved
+    assert fidelity.ordering(rising, [0.1] * 4) == "not resolved"
 
 
 @pytest.mark.parametrize("values,errors", [([1.0], [0.1]), ([1.0, 2.0], [0.1]), ([1.0, float("nan")], [0.1, 0.1]),

@@ -313,8 +313,9 @@ STANDARDS = {
              "(a rate the paper does not state: an exponent MATCH_SD standard errors away from 0); for errors "
              "computed exactly in float64, which have no sampling spread, within a tolerance on the exponent that the "
              "chapter declares before the fit from the size of the neglected higher-order term",
-    "ordering": "an ordering or ranking: each adjacent pair in the stated order by more than MATCH_SD standard "
-                "errors of its difference; a pair within that is not resolved, a pair reversed by more fails",
+    "ordering": "an ordering or ranking: holds when each adjacent pair is in the stated order by more than MATCH_SD "
+                "standard errors of its difference; fails when some pair, adjacent or not, is reversed by more; not "
+                "resolved otherwise",
     "existence": "existence: one instance computed (a construction, a counterexample) and checked as an identity",
     "magnitude": "a precision the paper reports as one value, in units it leaves open, against the book's "
                  "repetitions: every repetition's error at most MAGNITUDE_FACTOR times the published one -- "
@@ -342,10 +343,13 @@ def magnitude(values, published, factor: float = MAGNITUDE_FACTOR) -> bool:
 def ordering(values, errors, *, decreasing: bool = True) -> str:
     """The book's one rule for "these come in this order" (:data:`STANDARDS` "ordering"):
     ``values`` in the order the claim states (``decreasing``: each larger than the next), ``errors``
-    the standard error of each (from its repetitions).  Each adjacent pair is resolved when its
-    difference exceeds :data:`MATCH_SD` standard errors of the difference (the errors added in
-    quadrature).  Returns "holds" (every pair resolved in the stated order), "fails" (some pair
-    resolved in the reverse order) or "not resolved" (otherwise: the repetitions cannot decide)."""
+    the standard error of each (from its repetitions).  A pair is resolved when its difference
+    exceeds :data:`MATCH_SD` standard errors of the difference (the errors added in quadrature).
+    Returns "holds" (every adjacent pair resolved in the stated order, hence every pair), "fails"
+    (some pair, adjacent or not, resolved in the reverse order: the stated order puts every pair
+    in order, so one pair reversed refutes it, as a trend against it over several values does
+    even where no adjacent step is resolved) or "not resolved" (otherwise: the repetitions cannot
+    decide)."""
     v = np.asarray(values, dtype=float)
     e = np.asarray(errors, dtype=float)
     if v.ndim != 1 or v.size < 2 or e.shape != v.shape:
@@ -353,11 +357,12 @@ def ordering(values, errors, *, decreasing: bool = True) -> str:
                          f"got shapes {v.shape} and {e.shape}")
     if not (np.all(np.isfinite(v)) and np.all(np.isfinite(e))) or np.any(e < 0):
         raise ValueError(f"values must be finite and errors finite and >= 0, got {values!r} and {errors!r}")
-    step = (v[:-1] - v[1:]) if decreasing else (v[1:] - v[:-1])
-    scale = MATCH_SD * np.hypot(e[:-1], e[1:])
-    if np.any(step < -scale):
+    i, j = np.triu_indices(v.size, 1)                       # every pair, the first before the second
+    gap = (v[i] - v[j]) if decreasing else (v[j] - v[i])
+    if np.any(gap < -MATCH_SD * np.hypot(e[i], e[j])):
         return "fails"
-    return "holds" if np.all(step > scale) else NOT_RESOLVED
+    step = (v[:-1] - v[1:]) if decreasing else (v[1:] - v[:-1])
+    return "holds" if np.all(step > MATCH_SD * np.hypot(e[:-1], e[1:])) else NOT_RESOLVED
 
 
 def rate(slope, se, predicted=None) -> bool:
