@@ -310,7 +310,9 @@ STANDARDS = {
              "of the spread the experiment's own repetitions show; the largest of k statistics judged together "
              "within match_sd(k), the same level Bonferroni-corrected for k",
     "limit": "a limit with a rate: the fitted exponent within MATCH_SD standard errors of the predicted one "
-             "(a rate the paper does not state: an exponent MATCH_SD standard errors away from 0); for errors "
+             "(a rate the paper does not state: an exponent MATCH_SD standard errors away from 0, or, where the "
+             "book derives the rate, the derived exponent within MATCH_SD standard errors, provided MATCH_SD "
+             "standard errors are below 1/4, so that a slower or faster law is told apart); for errors "
              "computed exactly in float64, which have no sampling spread, within a tolerance on the exponent that the "
              "chapter declares before the fit from the size of the neglected higher-order term",
     "ordering": "an ordering or ranking: holds when each adjacent pair is in the stated order by more than MATCH_SD "
