@@ -289,19 +289,39 @@ def _check_ff(W_hid, b, w_o, b_o, sequences):
     return seqs, a, l, W_hid, b, w_o, torch.as_tensor(b_o, dtype=DTYPE)
 
 
-def _unit_bases(W_hid: torch.Tensor, a: int, rtol: float):
-    """Orthonormal bases ``Bas_h`` ``(a, r_h)`` of the column spaces of the lag matrices W_h."""
+BASES = ("orthonormal", "backward")
+
+
+def _unit_bases(W_hid: torch.Tensor, a: int, rtol: float, basis: str = "orthonormal"):
+    """Bases ``Bas_h`` ``(a, r_h)`` of the column spaces of the lag matrices W_h: ``"orthonormal"``
+    (the leading left singular vectors of W_h) or ``"backward"``, the weight columns themselves as
+    the proof of Thm 3.1 picks them: ``w_{t*}`` first, then ``w_{t*-1}``, ``w_{t*-2}``, ... each kept
+    when it is independent of those kept before, until ``r_h`` columns."""
+    if basis not in BASES:
+        raise ValueError(f"basis must be one of {BASES}, got {basis!r}")
     bases = []
     for h in range(W_hid.shape[0]):
         Wh = lag_matrix(W_hid[h], a)
         Ub, sv, _ = torch.linalg.svd(Wh, full_matrices=False)
-        r = int((sv > rtol * max(float(sv[0]), 1e-300) * max(Wh.shape)).sum()) if float(sv[0]) > 0 else 0
-        bases.append(Ub[:, :r])
+        tol = rtol * max(float(sv[0]), 1e-300) * max(Wh.shape)
+        r = int((sv > tol).sum()) if float(sv[0]) > 0 else 0
+        if basis == "orthonormal" or r == 0:
+            bases.append(Ub[:, :r])
+            continue
+        cols, Q = [], torch.zeros(a, 0, dtype=DTYPE)
+        for j in range(Wh.shape[1] - 1, -1, -1):                 # lags t*, t* - 1, ... (zero columns add nothing)
+            res = Wh[:, j] - Q @ (Q.T @ Wh[:, j])
+            if float(torch.linalg.norm(res)) > tol:
+                cols.append(j)
+                Q = torch.cat([Q, (res / torch.linalg.norm(res))[:, None]], 1)
+                if len(cols) == r:
+                    break
+        bases.append(Wh[:, cols])
     return bases
 
 
 def general_ff_to_rnn(W_hid, b, w_o, b_o, sequences, rank: int | None = None, rtol: float = 1e-12,
-                      svd_rtol: float | None = None, out_tanh: bool = True) -> MemoryRNN:
+                      svd_rtol: float | None = None, out_tanh: bool = True, basis: str = "orthonormal") -> MemoryRNN:
     """The §3.2 RNN of a general single-hidden-layer network (fast path, one SVD).
 
     Derived in Chapter 9 (sections "sec-general-ff" and "sec-rho-general").
@@ -316,9 +336,12 @@ def general_ff_to_rnn(W_hid, b, w_o, b_o, sequences, rank: int | None = None, rt
     singular vectors (the RNNs of Fig. 5).  ``info['timing']`` holds the SVD's wall time and
     ``info['states']`` ``(N, rho~)`` the exact memory states ``V Lambda`` of all prefixes,
     ``info['U']`` and ``info['S_ihalf']`` the right singular vectors ``U_M`` and ``S^{+1/2}``.
+    ``basis`` picks the bases ``Bas_h`` (:data:`BASES`); with another basis than the orthonormal one
+    the same identities hold with ``S = sum_h Bas_h Bas_h^T``: the state size is unchanged, the
+    order of the singular directions is not.
     """
     seqs, a, l, W_hid, b, w_o, b_o = _check_ff(W_hid, b, w_o, b_o, sequences)
-    bases = _unit_bases(W_hid, a, rtol)
+    bases = _unit_bases(W_hid, a, rtol, basis)
     S = sum(Bh @ Bh.T for Bh in bases)
     ev, Q = torch.linalg.eigh(S)
     keep = ev > ev.max() * a * torch.finfo(DTYPE).eps
@@ -339,7 +362,8 @@ def general_ff_to_rnn(W_hid, b, w_o, b_o, sequences, rank: int | None = None, rt
 
 
 def general_ff_to_rnn_reference(W_hid, b, w_o, b_o, sequences, rtol: float = 1e-12,
-                                svd_rtol: float | None = None, out_tanh: bool = True) -> MemoryRNN:
+                                svd_rtol: float | None = None, out_tanh: bool = True,
+                                basis: str = "orthonormal") -> MemoryRNN:
     """The literal §3.2 construction: build ``Y~ = [Z(1) ... Z(H)]`` ``(N, sum_h r_h l)``, take its
     thin SVD ``Y~ = V~ Lambda~ U~^T`` and set ``A = sum_h U~_(h)^T P Bas_h^T``,
     ``B = sum_h U~_(h)^T R U~_(h)``, ``G[h] = vec(Gamma_h)^T U~_(h)`` (reference for tests).
@@ -348,7 +372,7 @@ def general_ff_to_rnn_reference(W_hid, b, w_o, b_o, sequences, rtol: float = 1e-
     it.
     """
     seqs, a, l, W_hid, b, w_o, b_o = _check_ff(W_hid, b, w_o, b_o, sequences)
-    bases = _unit_bases(W_hid, a, rtol)
+    bases = _unit_bases(W_hid, a, rtol, basis)
     Zs = [state_matrix([s @ Bh for s in seqs], l) for Bh in bases]
     Yt = torch.cat(Zs, 1)
     _, lam, U = thin_svd(Yt, rtol=svd_rtol)
@@ -366,7 +390,7 @@ def general_ff_to_rnn_reference(W_hid, b, w_o, b_o, sequences, rtol: float = 1e-
         P, R = shift_operators(r, r * l)
         A += Uh.T @ P @ Bh.T
         B += Uh.T @ R @ Uh
-        Gamma = Bh.T @ lag_matrix(W_hid[h], a)
+        Gamma = torch.linalg.pinv(Bh) @ lag_matrix(W_hid[h], a)      # W_h = Bas_h Gamma_h
         G[h] = Gamma.T.reshape(-1) @ Uh
     info = dict(rho=rho, lam=lam, shape=tuple(Yt.shape))
     return MemoryRNN(A, B, G, b, w_o, b_o, out_tanh, info)

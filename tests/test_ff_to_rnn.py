@@ -60,8 +60,8 @@ def test_linear_constructions_exact_and_bounded(p):
 
 
 @settings(max_examples=25, deadline=None)
-@given(problems(max_a=3, max_len=7, max_n=4), st.integers(1, 3))
-def test_general_fast_equals_literal_and_ff(p, H):
+@given(problems(max_a=3, max_len=7, max_n=4), st.integers(1, 3), st.sampled_from(lib.nonlinear_ff.BASES))
+def test_general_fast_equals_literal_and_ff(p, H, basis):
     seqs, _, g = p
     a = seqs[0].shape[1]
     l = max(s.shape[0] for s in seqs)
@@ -69,9 +69,9 @@ def test_general_fast_equals_literal_and_ff(p, H):
     W = torch.stack([(torch.randn(a, r, generator=g, dtype=torch.float64)
                       @ torch.randn(r, l, generator=g, dtype=torch.float64)).T.reshape(-1) for r in ranks])
     b, w_o, o = _ff_outputs(g, W, 0.3, seqs)
-    fast = lib.general_ff_to_rnn(W, b, w_o, 0.3, seqs)
-    ref = lib.general_ff_to_rnn_reference(W, b, w_o, 0.3, seqs)
-    assert fast.state_size == ref.state_size
+    fast = lib.general_ff_to_rnn(W, b, w_o, 0.3, seqs, basis=basis)
+    ref = lib.general_ff_to_rnn_reference(W, b, w_o, 0.3, seqs, basis=basis)
+    assert fast.state_size == ref.state_size == lib.general_ff_to_rnn(W, b, w_o, 0.3, seqs).state_size
     assert rel_err(fast.info["lam"], ref.info["lam"]) <= TOL
     for out in (fast(seqs), fast(seqs, markov=True), ref(seqs),
                 fast.outputs_from_states(fast.info["states"])):
@@ -141,6 +141,8 @@ def test_truncation_equals_rank_k_construction():
     (lambda: lib.tanh_memory_state_bound(torch.eye(2), 1.0, 3, -2.0), "beta"),
     (lambda: lib.general_ff_to_rnn(torch.ones(2, 5), torch.zeros(2), torch.ones(2), 0.0, [torch.ones(2, 3)]), "W_hid"),
     (lambda: lib.general_ff_to_rnn(torch.ones(2, 6), torch.zeros(3), torch.ones(2), 0.0, [torch.ones(2, 3)]), "H = 2"),
+    (lambda: lib.general_ff_to_rnn(torch.ones(2, 6), torch.zeros(2), torch.ones(2), 0.0, [torch.ones(2, 3)],
+                                   basis="canonical"), "basis"),
     (lambda: lib.OneStepFF(torch.ones(2, 3), [0, 1], torch.ones(2)), "slots"),
     (lambda: lib.one_step_ff_to_rnn("net", [torch.ones(2, 3)]), "OneStepFF"),
 ])
