@@ -357,6 +357,9 @@ def test_a_verdict_must_agree_with_its_sweeps(ledger):
         fidelity.claim_record("04-gap", book="0.1", verdict="depends on the code", sweeps=[holds])
     with pytest.raises(ValueError, match="'differs' with a sweep that holds"):
         fidelity.claim_record("04-gap", book="0.1", verdict="differs", sweeps=[holds])
+    # a claim left open by another choice (not resolved over it) keeps the sweep that flips, printed with it
+    r = fidelity.claim_record("04-gap", book="0.1", verdict="not resolved over the seed", sweeps=[mixed])
+    assert r["sweep"].startswith("over the budget: holds at 100")
     with pytest.raises(TypeError, match="fidelity.sweep"):
         fidelity.claim_record("04-gap", book="0.1", verdict="reproduced", sweeps=[("a", True)])
     with pytest.raises(ValueError, match="no sweep, no wrong value"):

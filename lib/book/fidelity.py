@@ -542,7 +542,7 @@ def _check_sweeps(key: str, verdict: str, sweeps) -> list[Sweep]:
         if not mixed or named != " and ".join(dict.fromkeys(mixed)):
             raise ValueError(f"claim {key}: the verdict {verdict!r} needs a sweep over that choice that holds at some "
                              f"settings only; the sweeps that flip: {mixed or 'none'}")
-    elif mixed:
+    elif mixed and verdict_class(verdict) != NOT_RESOLVED:   # a claim left open by another choice keeps its sweeps
         raise ValueError(f"claim {key}: the sweep over {', '.join(mixed)} holds at some settings only, so the verdict "
                          f"is {DEPENDS + ' and '.join(dict.fromkeys(mixed))!r}, not {verdict!r} (fidelity.verdict_over)")
     elif verdict_class(verdict) == REPRODUCED and any(s.status == "fails" for s in sweeps):
