@@ -318,7 +318,9 @@ STANDARDS = {
     "ordering": "an ordering or ranking: holds when each adjacent pair is in the stated order by more than MATCH_SD "
                 "standard errors of its difference; fails when some pair, adjacent or not, is reversed by more; not "
                 "resolved otherwise",
-    "existence": "existence: one instance computed (a construction, a counterexample) and checked as an identity",
+    "existence": "existence: one instance computed (a construction, a counterexample, a trained network) and "
+                 "checked as an identity, or, for a trained instance, by the rule its quantity takes (a match, a "
+                 "threshold)",
     "magnitude": "a precision the paper reports as one value, in units it leaves open, against the book's "
                  "repetitions: every repetition's error at most MAGNITUDE_FACTOR times the published one -- "
                  "one-sided, since a smaller error is closer to the target -- judged at each setting of the "
