@@ -92,7 +92,8 @@ def test_stored_chapter_runs(number):
     scale='paper', and hold what their chapter reads."""
     run = load_chapter_run(STEMS[number])
     meta = run["meta"]
-    assert re.fullmatch(rf"python (tools/paper\.py|-m tools\.paper) chapter {number}", meta["command"])
+    # the command as typed, or as `make paper EXP=chNN` passes it
+    assert re.fullmatch(rf"python (tools/paper\.py|-m tools\.paper) chapter (ch)?{number}", meta["command"])
     assert meta["scale"] == "paper" and meta["parameters"] == {"scale": "paper"}
     for key in ("git_commit", "device", "versions", "wall_seconds", "finished_utc"):
         assert meta[key], key
