@@ -1,6 +1,7 @@
 """lib.book.fidelity: the records the chapters glue, the appendix that reads them back, and the check
 that the two agree (the book test runs that check on the real chapters)."""
 import json
+import math
 import re
 import sys
 from pathlib import Path
@@ -534,6 +535,43 @@ def test_ordering_resolves_only_beyond_the_spread():
 def test_ordering_refuses_bad_input(values, errors):
     with pytest.raises(ValueError, match="values"):
         fidelity.ordering(values, errors)
+
+
+@pytest.mark.parametrize("first,second", [(24, 48), (12, 48)])
+def test_two_look_bound_keeps_one_looks_error_rate(first, second):
+    # two looks at the same growing sample: the statistic at the first look and at the second, correlated by
+    # sqrt(first / second); simulated, the chance that either exceeds the bound is one look's at MATCH_SD
+    c = fidelity.two_look_bound(first, second)
+    rng = np.random.default_rng(first)
+    n = 400_000
+    a, b = rng.standard_normal(n), rng.standard_normal(n)
+    rho = math.sqrt(first / second)
+    z1, z2 = a, rho * a + math.sqrt(1 - rho * rho) * b
+    alpha = 2 * (1 - 0.5 * (1 + math.erf(fidelity.MATCH_SD / math.sqrt(2))))
+    tol = 4 * math.sqrt(alpha * (1 - alpha) / n)                  # four Monte-Carlo standard errors
+    rate = np.mean((np.abs(z1) > c) | (np.abs(z2) > c))
+    assert abs(rate - alpha) <= tol, (rate, alpha, tol)
+    # the control: two looks each at MATCH_SD decide wrongly far more often than one
+    naive = np.mean((np.abs(z1) > fidelity.MATCH_SD) | (np.abs(z2) > fidelity.MATCH_SD))
+    assert naive - alpha > 10 * tol, (naive, alpha)
+
+
+@pytest.mark.parametrize("first,second,match", [(1, 48, "first"), (24, 24, "second"), (24, 12, "second"),
+                                                (24.0, 48, "first"), (24, True, "second")])
+def test_two_look_bound_refuses_bad_input(first, second, match):
+    with pytest.raises(ValueError, match=match):
+        fidelity.two_look_bound(first, second)
+
+
+def test_ordering_at_a_two_look_bound():
+    # a pair 2.1 standard errors of its difference apart: resolved at MATCH_SD, not at the two-look bound
+    se = [0.01, 0.01]
+    d = 2.1 * math.hypot(*se)
+    assert fidelity.ordering([d, 0.0], se) == "holds"
+    assert fidelity.ordering([d, 0.0], se, z=fidelity.two_look_bound(24, 48)) == "not resolved"
+    assert fidelity.ordering([0.0, d], se, z=fidelity.two_look_bound(24, 48)) == "not resolved"
+    with pytest.raises(ValueError, match="z must"):
+        fidelity.ordering([d, 0.0], se, z=1.0)
 
 
 def test_magnitude_is_one_sided_within_its_factor():

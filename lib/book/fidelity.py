@@ -59,7 +59,7 @@ __all__ = ["PAPERS", "VERDICTS", "COUNTED", "EVIDENCE", "MATCH_SD", "LEDGER", "l
            "verdict_counts", "paper_summary", "NOT_RESOLVED", "STANDARDS", "ordering", "rate", "uncontrolled",
            "appendix_disagreements", "numbers_not_in_outputs", "notebook_summary", "match_sd",
            "notebook_outputs", "shown_tables", "CLAIMS_HEADER", "ERRATA_HEADER", "finding", "finding_record",
-           "findings_table", "FINDINGS_HEADER", "BOOK"]
+           "findings_table", "FINDINGS_HEADER", "BOOK", "two_look_bound"]
 
 PAPERS = {
     "emami": "Emami et al. (2021), *Implicit bias of linear RNNs*",
@@ -344,7 +344,7 @@ def magnitude(values, published, factor: float = MAGNITUDE_FACTOR) -> bool:
     return bool(np.all(v <= factor * published))
 
 
-def ordering(values, errors, *, decreasing: bool = True) -> str:
+def ordering(values, errors, *, decreasing: bool = True, z: float = MATCH_SD) -> str:
     """The book's one rule for "these come in this order" (:data:`STANDARDS` "ordering"):
     ``values`` in the order the claim states (``decreasing``: each larger than the next), ``errors``
     the standard error of each (from its repetitions).  A pair is resolved when its difference
@@ -353,7 +353,10 @@ def ordering(values, errors, *, decreasing: bool = True) -> str:
     (some pair, adjacent or not, resolved in the reverse order: the stated order puts every pair
     in order, so one pair reversed refutes it, as a trend against it over several values does
     even where no adjacent step is resolved) or "not resolved" (otherwise: the repetitions cannot
-    decide)."""
+    decide).  ``z`` replaces :data:`MATCH_SD` only where repetitions were added after a look at
+    their outcome (:func:`two_look_bound`)."""
+    if isinstance(z, bool) or not isinstance(z, Real) or not math.isfinite(z) or z < MATCH_SD:
+        raise ValueError(f"z must be a finite number of standard errors >= MATCH_SD = {MATCH_SD:g}, got {z!r}")
     v = np.asarray(values, dtype=float)
     e = np.asarray(errors, dtype=float)
     if v.ndim != 1 or v.size < 2 or e.shape != v.shape:
@@ -363,10 +366,44 @@ def ordering(values, errors, *, decreasing: bool = True) -> str:
         raise ValueError(f"values must be finite and errors finite and >= 0, got {values!r} and {errors!r}")
     i, j = np.triu_indices(v.size, 1)                       # every pair, the first before the second
     gap = (v[i] - v[j]) if decreasing else (v[j] - v[i])
-    if np.any(gap < -MATCH_SD * np.hypot(e[i], e[j])):
+    if np.any(gap < -z * np.hypot(e[i], e[j])):
         return "fails"
     step = (v[:-1] - v[1:]) if decreasing else (v[1:] - v[:-1])
-    return "holds" if np.all(step > MATCH_SD * np.hypot(e[:-1], e[1:])) else NOT_RESOLVED
+    return "holds" if np.all(step > z * np.hypot(e[:-1], e[1:])) else NOT_RESOLVED
+
+
+def _normal_cdf(x):
+    return 0.5 * (1.0 + np.vectorize(math.erf)(np.asarray(x, dtype=float) / math.sqrt(2.0)))
+
+
+def two_look_bound(first: int, second: int) -> float:
+    """The number of standard errors that replaces :data:`MATCH_SD` when a count of repetitions is
+    raised once, from ``first`` to ``second``, after a look at the outcome with the first (the
+    larger run containing the first, as a sequential design's second look): the bound ``c`` at
+    which two looks together -- ``|Z_1| > c`` at the first or ``|Z_2| > c`` at the second, the two
+    statistics correlated by ``sqrt(first / second)`` -- decide wrongly as often as one look at
+    ``MATCH_SD`` does, ``P(|Z| > MATCH_SD)`` (the constant-bound design of Pocock, 1977)."""
+    for name, n in (("first", first), ("second", second)):
+        if isinstance(n, bool) or not isinstance(n, int) or n < 2:
+            raise ValueError(f"{name} must be a whole count of repetitions >= 2, got {n!r}")
+    if second <= first:
+        raise ValueError(f"second must exceed first (the count was raised), got first={first}, second={second}")
+    rho = math.sqrt(first / second)
+    s = math.sqrt(1.0 - rho * rho)
+    alpha = 2.0 * (1.0 - float(_normal_cdf(MATCH_SD)))        # one look's chance of a wrong decision
+
+    def wrong(c):                                                # P(max(|Z1|, |Z2|) > c), Simpson's rule over Z1
+        x = np.linspace(-c, c, 4001)
+        inner = _normal_cdf((c - rho * x) / s) - _normal_cdf((-c - rho * x) / s)
+        f = np.exp(-0.5 * x * x) / math.sqrt(2.0 * math.pi) * inner
+        h = x[1] - x[0]
+        return 1.0 - h / 3.0 * (f[0] + f[-1] + 4.0 * f[1:-1:2].sum() + 2.0 * f[2:-1:2].sum())
+
+    lo, hi = MATCH_SD, MATCH_SD + 2.0
+    for _ in range(60):                                          # bisection: wrong(c) decreases with c
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if wrong(mid) > alpha else (lo, mid)
+    return 0.5 * (lo + hi)
 
 
 def rate(slope, se, predicted=None) -> bool:
