@@ -317,7 +317,8 @@ STANDARDS = {
              "chapter declares before the fit from the size of the neglected higher-order term",
     "ordering": "an ordering or ranking: holds when each adjacent pair is in the stated order by more than MATCH_SD "
                 "standard errors of its difference; fails when some pair, adjacent or not, is reversed by more; not "
-                "resolved otherwise",
+                "resolved otherwise; where the repetitions were raised once after a look at their outcome (the larger "
+                "run containing the first), at the two-look bound in place of MATCH_SD (two_look_bound)",
     "existence": "existence: one instance computed (a construction, a counterexample, a trained network) and "
                  "checked as an identity, or, for a trained instance, by the rule its quantity takes (a match, a "
                  "threshold)",
