@@ -96,6 +96,28 @@ x = 1
 """
 
 
+def test_lib_digest_covers_the_registry_and_the_ledgers(tmp_path, monkeypatch):
+    """A chapter's settings (book/experiments/*.toml) and its claims' words (book/claims/*.toml)
+    are inputs of every chapter: editing either changes the digest, so the chapters are executed
+    again; another file in book/ does not."""
+    monkeypatch.setattr(sources, "ROOT", tmp_path)
+    monkeypatch.setattr(sources, "BOOK", tmp_path / "book")
+    for folder in ("lib", "book/experiments", "book/claims"):
+        (tmp_path / folder).mkdir(parents=True)
+    (tmp_path / "lib" / "a.py").write_text("x = 1\n")
+    registry, ledger = tmp_path / "book/experiments/emami.toml", tmp_path / "book/claims/emami.toml"
+    registry.write_text("seeds = 24\n")
+    ledger.write_text("what = 'a claim'\n")
+    first = sources.lib_digest()
+    (tmp_path / "book" / "notes.md").write_text("not an input\n")
+    assert sources.lib_digest() == first
+    registry.write_text("seeds = 48\n")
+    second = sources.lib_digest()
+    assert second != first
+    ledger.write_text("what = 'another claim'\n")
+    assert sources.lib_digest() not in (first, second)
+
+
 def test_chapters_that_read_stored_runs_are_re_executed_when_a_run_changes(tmp_path, monkeypatch):
     """The input digest of a chapter covers the manifest lines of the stored runs its front matter
     declares (rnnbook: stored: [...]), and no other: a new teacher run leaves a chapter that reads

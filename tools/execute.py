@@ -13,7 +13,7 @@ kernel gets an equal share of the cores (one thread each on a 2-core machine: Op
 OpenBLAS, which torch follows).
 
 **Records.** A chapter is re-executed only when its inputs changed: the SHA-256 of its ``.md``
-source, of every file of ``lib/``, of the claims ledgers, of the stored runs it declares and of
+source, of every file of ``lib/``, of the experiment registry and the claims ledgers, of the stored runs it declares and of
 the Python and key package versions is stored in ``_build/exec/NN_subject.json`` together with
 the measured wall time, the machine, and the SHA-256 of the notebook it published.  A notebook
 is published only if it is the one its record names: a notebook from elsewhere, or one whose

@@ -92,7 +92,8 @@ DIGEST_PACKAGES = ("torch", "numpy", "scipy", "sympy", "matplotlib")
 
 
 def lib_digest() -> str:
-    """SHA-256 of every file of lib/, of the claims ledgers (book/claims/*.toml, whose words the
+    """SHA-256 of every file of lib/, of the experiment registry (book/experiments/*.toml, every
+    chapter's settings and stored runs), of the claims ledgers (book/claims/*.toml, whose words the
     chapters' records carry) and of the Python and key package versions."""
     from importlib.metadata import PackageNotFoundError, version
 
@@ -103,7 +104,7 @@ def lib_digest() -> str:
         except PackageNotFoundError:
             h.update(f"{pkg} missing".encode())
     for f in sorted([p for p in (ROOT / "lib").rglob("*") if p.suffix in (".py", ".c")]
-                    + list((BOOK / "claims").glob("*.toml"))):
+                    + list((BOOK / "experiments").glob("*.toml")) + list((BOOK / "claims").glob("*.toml"))):
         h.update(str(f.relative_to(ROOT)).encode())
         h.update(f.read_bytes())
     return h.hexdigest()
